@@ -1,0 +1,126 @@
+"""Settings of one speculative run, as small frozen dataclasses.
+
+Each class checks its own ranges, so a bad value is refused with a clear message before any
+model is touched (the CLI and the app build these from user input).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+from .errors import ConfigError
+
+VERIFY_MODES = ("exact", "relaxed")
+MAX_GAMMA = 64  # longer drafts never pay off; the cap keeps a typo from drafting thousands of tokens
+MAX_NEW_TOKENS = 4096
+
+
+def _number(name: str, value, kind=float):
+    try:
+        number = kind(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name} must be a number, got {value!r}") from None
+    if kind is float and not math.isfinite(number):
+        raise ConfigError(f"{name} must be a finite number, got {value!r}")
+    if kind is int and number != float(value):
+        raise ConfigError(f"{name} must be a whole number, got {value!r}")
+    return number
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How the next token is chosen from logits. The same shaping is applied to p and to q."""
+
+    temperature: float = 0.0  # 0 = greedy (argmax); > 0 samples from softmax(logits / temperature)
+    top_k: int = 0  # 0 = off; otherwise keep only the k most likely tokens before sampling
+    top_p: float = 1.0  # 1 = off; otherwise nucleus sampling over the smallest set with mass >= top_p
+
+    def __post_init__(self):
+        t = _number("temperature", self.temperature)
+        if t < 0 or t > 100:
+            raise ConfigError(f"temperature must be between 0 (greedy) and 100, got {t:g}")
+        k = _number("top-k", self.top_k, int)
+        if k < 0:
+            raise ConfigError(f"top-k must be 0 (off) or a positive count, got {k}")
+        p = _number("top-p", self.top_p)
+        if not 0 < p <= 1:
+            raise ConfigError(f"top-p must be in (0, 1], got {p:g}")
+        object.__setattr__(self, "temperature", t)
+        object.__setattr__(self, "top_k", k)
+        object.__setattr__(self, "top_p", p)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+@dataclass(frozen=True)
+class Verification:
+    """Which rule decides whether a drafted token is kept.
+
+    `exact` is lossless: the output is the target's own (greedy) or distributed as the target's
+    (sampling). `relaxed` accepts more drafts and drifts from the target; the drift is measured.
+    """
+
+    mode: str = "exact"  # "exact" (lossless, default) or "relaxed" (lossy, explicit)
+    tolerance: float = 0.0  # relaxed greedy: accept d if log p(d) >= log p(best) - tolerance (τ)
+    top_k: int = 1  # relaxed greedy: d must also be among the target's top-k tokens
+    lenience: float = 1.0  # relaxed sampling: accept with min(1, p / (lenience * q)); 1 = exact
+
+    def __post_init__(self):
+        if self.mode not in VERIFY_MODES:
+            raise ConfigError(f"verification mode must be one of {', '.join(VERIFY_MODES)}, got {self.mode!r}")
+        tol = _number("tolerance", self.tolerance)
+        if not 0 <= tol <= 50:
+            raise ConfigError(f"tolerance τ must be between 0 and 50 (nats), got {tol:g}")
+        k = _number("verification top-k", self.top_k, int)
+        if k < 1:
+            raise ConfigError(f"verification top-k must be at least 1, got {k}")
+        lenience = _number("lenience", self.lenience)
+        if not 0 < lenience <= 1:
+            raise ConfigError(f"lenience must be in (0, 1] (1 = exact), got {lenience:g}")
+        object.__setattr__(self, "tolerance", tol)
+        object.__setattr__(self, "top_k", k)
+        object.__setattr__(self, "lenience", lenience)
+
+    @property
+    def lossless(self) -> bool:
+        """True when the rule cannot change the output (relaxed with neutral settings is exact)."""
+        return self.mode == "exact" or (self.tolerance == 0 and self.top_k == 1 and self.lenience == 1)
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """One run: draft length, stopping, seed, sampling and verification."""
+
+    gamma: int = 4  # γ: tokens drafted per round (the first γ when adaptive)
+    adaptive: bool = False  # adaptive γ: +2 after a fully accepted round, -1 otherwise, at least 1
+    max_new_tokens: int = 64  # generation stops after this many new tokens, or at EOS
+    seed: int = 0  # seeds the one random generator shared by drafting and verification
+    sampling: Sampling = field(default_factory=Sampling)
+    verification: Verification = field(default_factory=Verification)
+
+    def __post_init__(self):
+        gamma = _number("gamma (draft length)", self.gamma, int)
+        if not 1 <= gamma <= MAX_GAMMA:
+            raise ConfigError(f"gamma (draft length) must be between 1 and {MAX_GAMMA}, got {gamma}")
+        n = _number("max new tokens", self.max_new_tokens, int)
+        if not 1 <= n <= MAX_NEW_TOKENS:
+            raise ConfigError(f"max new tokens must be between 1 and {MAX_NEW_TOKENS}, got {n}")
+        seed = _number("seed", self.seed, int)
+        if not 0 <= seed < 2**63:
+            raise ConfigError(f"seed must be a non-negative whole number, got {seed}")
+        object.__setattr__(self, "gamma", gamma)
+        object.__setattr__(self, "max_new_tokens", n)
+        object.__setattr__(self, "seed", seed)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Decoding":
+        data = dict(data)
+        data["sampling"] = Sampling(**data.get("sampling", {}))
+        data["verification"] = Verification(**data.get("verification", {}))
+        return cls(**data)

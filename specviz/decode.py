@@ -1,0 +1,169 @@
+"""The speculative decoding loop (Algorithm 1 of Leviathan et al. / Chen et al.) and its baseline.
+
+Each round: the drafter proposes γ tokens with q; the target scores the last committed token and
+all drafts in one forward (p at γ+1 positions); `verify` keeps a prefix and picks the next token;
+both KV caches drop what was rejected; a `Round` records it all. The target-alone baseline is
+the same loop with a drafter that proposes nothing, so both are timed by the same code.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from transformers import DynamicCache
+
+from .config import Decoding
+from .drafters import Drafter, NoDrafter, Proposal, drop_last
+from .models import LoadedModel
+from .prompts import encode
+from .records import BONUS, RESAMPLED, TARGET, Alternative, Round, Run
+from .verify import verify
+
+ALTERNATIVES = 5  # target's top tokens recorded at each verified position
+
+
+class Clock:
+    """Wall-clock seconds that wait for the device first, so GPU work is counted where it happens."""
+
+    def __init__(self, device: torch.device):
+        self.sync = {"cuda": torch.cuda.synchronize, "mps": getattr(torch.mps, "synchronize", None)}.get(device.type)
+
+    def __call__(self) -> float:
+        if self.sync:
+            self.sync()
+        return time.perf_counter()
+
+
+@torch.inference_mode()
+def generate(
+    target: LoadedModel,
+    drafter: Drafter | None,
+    prompt: str,
+    settings: Decoding,
+    chat: bool = True,
+) -> Run:
+    """Generate from a prompt with speculative decoding (or with the target alone when drafter is None)."""
+    drafter = drafter or NoDrafter("none")
+    context_limit = getattr(target.model.config, "max_position_embeddings", None)
+    room = context_limit - settings.max_new_tokens - settings.gamma - 1 if context_limit else None
+    prompt_ids = encode(target.tokenizer, prompt, chat, max_tokens=room)
+    device = target.device
+    ids = torch.tensor([prompt_ids], device=device)
+    vocab = target.vocab_size
+    eos = target.eos_ids
+    generator = torch.Generator(device=device).manual_seed(settings.seed)
+    clock = Clock(device)
+
+    start = clock()
+    # Prefill. Invariant: the target cache holds every committed token but the last, which each
+    # round feeds again in front of the drafts (its logits predict the first draft).
+    cache = DynamicCache(config=target.model.config)
+    if len(prompt_ids) > 1:
+        target.model(ids[:, :-1], past_key_values=cache, use_cache=True, logits_to_keep=1)
+    drafter.start(ids, settings)
+    prefill_seconds = clock() - start
+
+    rounds: list[Round] = []
+    new: list[int] = []
+    stopped_at_eos = False
+    while len(new) < settings.max_new_tokens and not stopped_at_eos:
+        n = ids.shape[1]
+        # 1. Draft up to γ tokens, none past max-new-tokens (verification always adds one more).
+        t0 = clock()
+        k = min(drafter.gamma, settings.max_new_tokens - len(new) - 1)
+        proposal = drafter.propose(ids, k, settings.sampling, generator)
+        t1 = clock()
+        # 2. Verify: one target forward over [last committed token, d_1 .. d_k] gives p at k+1 positions.
+        forward_input = torch.cat([ids[:, -1:], proposal.ids.view(1, -1)], dim=1)
+        logits = target.model(forward_input, past_key_values=cache, use_cache=True).logits[0, :, :vocab]
+        verdict = verify(logits, proposal.ids, proposal.probs, settings.sampling, settings.verification, generator)
+        # 3. Roll back. The target cache now holds n + k positions (n-1 before, k+1 fed); keep the n
+        #    committed ones and the accepted drafts, dropping the k - n_accepted rejected drafts.
+        drop_last(cache, proposal.ids.shape[0] - verdict.n_accepted)
+        t2 = clock()
+        drafter.feedback(verdict.n_accepted, proposal.ids.shape[0])
+        t3 = clock()
+        # 4. Commit the accepted drafts and the next token, stopping at EOS and max-new-tokens.
+        emitted = proposal.ids[: verdict.n_accepted].tolist() + [verdict.next_token]
+        emitted = emitted[: settings.max_new_tokens - len(new)]
+        for i, token in enumerate(emitted):
+            if token in eos:
+                emitted, stopped_at_eos = emitted[: i + 1], True
+                break
+        new += emitted
+        ids = torch.cat([ids, torch.tensor([emitted], device=device)], dim=1)
+        rounds.append(_record(len(rounds), k, proposal, verdict, len(emitted), t1 - t0 + t3 - t2, t2 - t1))
+    seconds = clock() - start
+
+    run = Run(
+        target=target.name,
+        draft=None if isinstance(drafter, NoDrafter) else drafter.name,
+        prompt=prompt,
+        prompt_ids=prompt_ids,
+        settings=settings.to_dict(),
+        device=str(device),
+        dtype=str(target.dtype).replace("torch.", ""),
+        rounds=rounds,
+        output_ids=new,
+        text=target.tokenizer.decode(new, skip_special_tokens=True),
+        prefill_seconds=prefill_seconds,
+        seconds=seconds,
+        stopped_at_eos=stopped_at_eos,
+    )
+    label(run, target.tokenizer)
+    return run
+
+
+def _record(index, gamma, proposal: Proposal, verdict, emitted, draft_seconds, verify_seconds) -> Round:
+    """A Round from one iteration's tensors (moved to the host once, here)."""
+    drafted = proposal.ids.tolist()
+    k = len(drafted)
+    positions = torch.arange(k, device=verdict.p.device)
+    p_drafted = verdict.p[positions, proposal.ids].tolist()
+    if proposal.probs is None:
+        q_full = torch.zeros_like(verdict.p[:k])
+        q_full[positions, proposal.ids] = 1.0
+    else:
+        q_full = proposal.probs
+    top_p, top_ids = verdict.p.topk(ALTERNATIVES, dim=-1)
+    top_q = q_full.gather(-1, top_ids[:k]).tolist()
+    alternatives = []
+    for j, (ids_j, ps_j) in enumerate(zip(top_ids.tolist(), top_p.tolist())):
+        qs_j = top_q[j] if j < k else [0.0] * len(ids_j)
+        alternatives.append([Alternative(t, p, q) for t, p, q in zip(ids_j, ps_j, qs_j)])
+        if j < k and drafted[j] not in ids_j:  # always show the drafted token beside the target's favourites
+            alternatives[-1].append(Alternative(drafted[j], p_drafted[j], float(q_full[j, drafted[j]])))
+    kind = RESAMPLED if verdict.resampled else (BONUS if k else TARGET)
+    return Round(
+        index=index,
+        gamma=gamma,
+        drafted=drafted,
+        q=q_full[positions, proposal.ids].tolist(),
+        p=p_drafted,
+        n_accepted=verdict.n_accepted,
+        next_token=verdict.next_token,
+        next_kind=kind,
+        next_p=float(verdict.p[verdict.n_accepted, verdict.next_token]),
+        emitted=emitted,
+        alternatives=alternatives,
+        draft_seconds=draft_seconds,
+        verify_seconds=verify_seconds,
+    )
+
+
+def label(run: Run, tokenizer) -> None:
+    """Fill in token strings after the timed loop (decoding text is not part of generation)."""
+    pieces: dict[int, str] = {}
+
+    def piece(token: int) -> str:
+        if token not in pieces:
+            pieces[token] = tokenizer.decode([token])
+        return pieces[token]
+
+    for r in run.rounds:
+        r.drafted_text = [piece(t) for t in r.drafted]
+        r.next_text = piece(r.next_token)
+        for position in r.alternatives:
+            for alt in position:
+                alt.text = piece(alt.token)

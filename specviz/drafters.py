@@ -1,0 +1,237 @@
+"""Drafters: everything that can propose tokens for the target to verify, behind one interface.
+
+A drafter is made fresh for each run and owns its per-run state (a KV cache, an n-gram index,
+the adaptive γ), so the models it reads from can be shared by every session and never change.
+
+    drafter.start(prompt_ids, settings)      once, before the first round
+    drafter.propose(context, k, ...)         up to k token ids and q at each (None = one-hot)
+    drafter.feedback(n_accepted, n_drafted)  roll own state back to the accepted prefix, adapt γ
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from transformers import DynamicCache
+
+from .config import MAX_GAMMA, Decoding, Sampling
+from .errors import ConfigError
+from .models import LoadedModel, load_model, shared_vocab
+from .verify import choose, distribution
+
+
+@dataclass
+class Proposal:
+    ids: torch.Tensor  # [k] drafted token ids (k may be 0)
+    probs: torch.Tensor | None  # [k, V] q at each position; None when the proposal is certain (one-hot q)
+
+
+def drop_last(cache: DynamicCache, count: int) -> None:
+    """Remove the newest `count` positions from a KV cache (transformers' crop takes a negative count)."""
+    if count > 0:
+        cache.crop(-count)
+
+
+class Drafter:
+    """Base class: holds γ and its schedule. Subclasses implement `propose`."""
+
+    kind = "base"
+
+    def __init__(self, name: str):
+        self.name = name
+        self.gamma = 1
+        self.adaptive = False
+
+    def start(self, prompt_ids: torch.Tensor, settings: Decoding) -> None:
+        self.gamma = settings.gamma
+        self.adaptive = settings.adaptive
+
+    def propose(self, context: torch.Tensor, k: int, sampling: Sampling, generator) -> Proposal:
+        raise NotImplementedError
+
+    def feedback(self, n_accepted: int, n_drafted: int) -> None:
+        """Adaptive γ, the well-known schedule: +2 after a fully accepted round, -1 otherwise."""
+        if self.adaptive and n_drafted:
+            if n_accepted == n_drafted:
+                self.gamma = min(MAX_GAMMA, self.gamma + 2)
+            else:
+                self.gamma = max(1, self.gamma - 1)
+
+
+class NoDrafter(Drafter):
+    """Proposes nothing: every round is one plain target step. This is the baseline."""
+
+    kind = "none"
+
+    def propose(self, context, k, sampling, generator) -> Proposal:
+        return Proposal(context.new_empty(0), None)
+
+
+class ModelDrafter(Drafter):
+    """A small causal LM drafting autoregressively with its own KV cache."""
+
+    kind = "model"
+
+    def __init__(self, name: str, model: torch.nn.Module, vocab_size: int):
+        super().__init__(name)
+        self.model = model
+        self.vocab_size = vocab_size
+        self.cache = None
+        self.seen = 0  # context positions whose keys/values are in self.cache
+        self.context_len = 0  # committed tokens when the last proposal was made
+
+    def start(self, prompt_ids, settings):
+        super().start(prompt_ids, settings)
+        self.cache = DynamicCache(config=self.model.config)
+        self.seen = 0
+        if prompt_ids.shape[1] > 1:  # like the target, keep the last prompt token for the first round
+            self.model(prompt_ids[:, :-1], past_key_values=self.cache, use_cache=True, logits_to_keep=1)
+            self.seen = prompt_ids.shape[1] - 1
+
+    def propose(self, context, k, sampling, generator) -> Proposal:
+        self.context_len = context.shape[1]
+        if k == 0:
+            return Proposal(context.new_empty(0), None)
+        ids, probs = [], []
+        step_input = context[:, self.seen :]  # tokens committed since the last round
+        for _ in range(k):
+            logits = self.model(step_input, past_key_values=self.cache, use_cache=True, logits_to_keep=1).logits
+            q = distribution(logits[0, -1, : self.vocab_size], sampling)
+            token = choose(q, sampling, generator)
+            ids.append(token)
+            probs.append(q)
+            step_input = token.view(1, 1)
+        # d_k was proposed but never fed, so the cache holds the context and d_1 .. d_{k-1}.
+        self.seen = self.context_len + k - 1
+        return Proposal(torch.stack(ids), torch.stack(probs))
+
+    def feedback(self, n_accepted, n_drafted):
+        super().feedback(n_accepted, n_drafted)
+        if n_drafted == 0:
+            return
+        # Keep the context and the accepted drafts the cache has seen: min(n_accepted, k-1) of them.
+        # After a fully accepted round nothing is dropped: d_k and the bonus token are fed next round.
+        keep = self.context_len + min(n_accepted, n_drafted - 1)
+        drop_last(self.cache, self.seen - keep)
+        self.seen = keep
+
+
+class NgramDrafter(Drafter):
+    """Prompt lookup: continue the latest earlier occurrence of the context's last n tokens.
+
+    No model and no cost to speak of; q is one-hot, so the same verification rule covers it.
+    """
+
+    kind = "ngram"
+
+    def __init__(self, name: str = "ngram", max_ngram: int = 3, min_ngram: int = 1):
+        super().__init__(name)
+        self.max_ngram, self.min_ngram = max_ngram, min_ngram
+        self.tokens: list[int] = []
+        self.latest: dict[tuple[int, ...], int] = {}  # n-gram -> start of its latest continuation
+
+    def start(self, prompt_ids, settings):
+        super().start(prompt_ids, settings)
+        self.tokens, self.latest = [], {}
+
+    def _extend(self, new_tokens: list[int]) -> None:
+        for token in new_tokens:
+            self.tokens.append(token)
+            end = len(self.tokens) - 1  # the n-grams ending just before `token` now have a continuation
+            for n in range(self.min_ngram, self.max_ngram + 1):
+                if end - n >= 0:
+                    self.latest[tuple(self.tokens[end - n : end])] = end
+
+    def propose(self, context, k, sampling, generator) -> Proposal:
+        self._extend(context[0, len(self.tokens) :].tolist())
+        found: list[int] = []
+        if k > 0:
+            for n in range(self.max_ngram, self.min_ngram - 1, -1):
+                start = self.latest.get(tuple(self.tokens[-n:]))
+                if start is not None:
+                    found = self.tokens[start : start + k]
+                    break
+        return Proposal(torch.tensor(found, dtype=torch.long, device=context.device), None)
+
+
+def layer_skip_view(model: torch.nn.Module, n_layers: int) -> torch.nn.Module:
+    """The target's first n_layers, final norm and head as a model of its own.
+
+    A new module tree that shares the target's weights by reference: the shared target is never
+    modified (a cached model serves every app session at once).
+    """
+    inner = getattr(model, "model", None)
+    layers = getattr(inner, "layers", None)
+    if layers is None:
+        raise ConfigError(f"layer-skip drafting needs a decoder with model.layers; {type(model).__name__} has none")
+    if not 1 <= n_layers < len(layers):
+        raise ConfigError(f"layerskip:K needs 1 <= K < {len(layers)} (the target's layer count), got {n_layers}")
+    config = copy.deepcopy(model.config)
+    config.num_hidden_layers = n_layers
+    if getattr(config, "layer_types", None):
+        config.layer_types = config.layer_types[:n_layers]
+    with torch.device("meta"):
+        view = type(model)(config)
+    for child_name, child in inner.named_children():
+        setattr(view.model, child_name, torch.nn.ModuleList(list(layers)[:n_layers]) if child_name == "layers" else child)
+    for child_name, child in model.named_children():
+        if child_name != "model":
+            setattr(view, child_name, child)
+    if any(t.is_meta for t in list(view.parameters()) + list(view.buffers())):
+        raise ConfigError(f"cannot build a layer-skip view of {type(model).__name__}")
+    view.generation_config = model.generation_config
+    return view.eval()
+
+
+# --- the registry --------------------------------------------------------------------------
+Loader = Callable[[str], LoadedModel]
+
+
+def _model_drafter(arg: str, target: LoadedModel, load: Loader) -> Drafter:
+    draft = load(arg)
+    vocab = shared_vocab(target, draft)
+    if draft.device != target.device:
+        raise ConfigError(f"{draft.name} is on {draft.device} but the target is on {target.device}")
+    return ModelDrafter(arg, draft.model, vocab)
+
+
+def _ngram_drafter(arg: str, target, load) -> Drafter:
+    n = 3 if not arg else _positive_int(arg, "ngram:N (longest n-gram matched)")
+    return NgramDrafter("ngram" if not arg else f"ngram:{n}", max_ngram=n)
+
+
+def _layerskip_drafter(arg: str, target: LoadedModel, load) -> Drafter:
+    n_layers = _positive_int(arg or "", "layerskip:K (number of target layers to keep)")
+    return ModelDrafter(f"layerskip:{n_layers}", layer_skip_view(target.model, n_layers), target.vocab_size)
+
+
+def _target_drafter(arg: str, target: LoadedModel, load) -> Drafter:
+    return ModelDrafter("target", target.model, target.vocab_size)
+
+
+def _positive_int(text: str, what: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise ConfigError(f"{what} must be a positive whole number, got {text!r}")
+    return int(text)
+
+
+DRAFTERS: dict[str, Callable[[str, LoadedModel, Loader], Drafter]] = {
+    "model": _model_drafter,  # model:NAME, or just NAME: a compatible small causal LM
+    "ngram": _ngram_drafter,  # prompt lookup, one-hot q
+    "layerskip": _layerskip_drafter,  # layerskip:K, the target's first K layers
+    "target": _target_drafter,  # the target drafting for itself: α = 1 at full cost
+}
+
+
+def build_drafter(spec: str, target: LoadedModel, load: Loader = load_model) -> Drafter:
+    """A fresh drafter for one run from a spec such as 'ngram', 'layerskip:8', 'target' or a model name."""
+    spec = (spec or "").strip()
+    if not spec:
+        raise ConfigError("no drafter given; try ngram, layerskip:8, target or a model name")
+    kind, _, arg = spec.partition(":")
+    if kind in DRAFTERS and kind != "model":
+        return DRAFTERS[kind](arg, target, load)
+    return _model_drafter(arg if kind == "model" else spec, target, load)

@@ -1,0 +1,267 @@
+"""What a run leaves behind: plain data records that every chart, table, export and test reads.
+
+A `Run` holds the prompt, the output tokens and one `Round` per iteration of the speculative
+loop. A `Comparison` pairs a speculative run with the target-alone baseline made with the same
+settings, and derives the measured speedup and cost ratio c from the two.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import asdict, dataclass, field, fields
+
+from .errors import SpecVizError
+from . import theory
+
+SCHEMA = "specviz.run/1"
+
+# Status of a token in a round. "target" marks a token the target produced with nothing drafted
+# (the autoregressive baseline, or an n-gram round that found no match).
+ACCEPTED, REJECTED, RESAMPLED, BONUS, TARGET, DRAFTED = "accepted", "rejected", "resampled", "bonus", "target", "drafted"
+
+
+@dataclass
+class Alternative:
+    """One of the target's likely tokens at a verified position, with p and q of it."""
+
+    token: int
+    p: float
+    q: float
+    text: str = ""
+
+
+@dataclass
+class Round:
+    index: int
+    gamma: int  # γ used this round (adaptive, and cut so no draft lies past max-new-tokens)
+    drafted: list[int]  # proposed ids; fewer than γ when an n-gram drafter found less
+    q: list[float]  # draft probability of each drafted token
+    p: list[float]  # target probability of each drafted token
+    n_accepted: int  # accepted prefix length
+    next_token: int  # the resampled token (after a rejection) or the bonus/target token
+    next_kind: str  # RESAMPLED, BONUS or TARGET
+    next_p: float  # target probability of next_token
+    emitted: int  # tokens appended to the output (accepted + next, cut at EOS / max-new-tokens)
+    alternatives: list[list[Alternative]]  # per verified position (len(drafted) + 1): target's top tokens
+    draft_seconds: float
+    verify_seconds: float
+    drafted_text: list[str] = field(default_factory=list)
+    next_text: str = ""
+
+    @property
+    def rejected_position(self) -> int | None:
+        return self.n_accepted if self.n_accepted < len(self.drafted) else None
+
+    def statuses(self) -> list[tuple[int, str, str]]:
+        """(token id, text, status) for every token shown in this round, in order."""
+        out = []
+        for i, tok in enumerate(self.drafted):
+            status = ACCEPTED if i < self.n_accepted else REJECTED
+            out.append((tok, self._text(i), status))
+        out.append((self.next_token, self.next_text, self.next_kind))
+        return out
+
+    def _text(self, i: int) -> str:
+        return self.drafted_text[i] if i < len(self.drafted_text) else ""
+
+
+@dataclass
+class Run:
+    """One generation: speculative (with a drafter) or the target alone (draft = None)."""
+
+    target: str
+    draft: str | None
+    prompt: str
+    prompt_ids: list[int]
+    settings: dict  # Decoding.to_dict()
+    device: str
+    dtype: str
+    rounds: list[Round]
+    output_ids: list[int]  # the new tokens, prompt excluded
+    text: str
+    prefill_seconds: float
+    seconds: float  # wall time of the whole generation, prefill included
+    stopped_at_eos: bool = False
+    schema: str = SCHEMA
+
+    # --- derived figures -------------------------------------------------------------------
+    @property
+    def new_tokens(self) -> int:
+        return len(self.output_ids)
+
+    @property
+    def drafted(self) -> int:
+        return sum(len(r.drafted) for r in self.rounds)
+
+    @property
+    def accepted(self) -> int:
+        return sum(r.n_accepted for r in self.rounds)
+
+    @property
+    def acceptance_rate(self) -> float:
+        """α = accepted / drafted (0 when nothing was drafted)."""
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+    @property
+    def mean_accepted_tokens(self) -> float:
+        """Tokens gained per target forward: accepted drafts plus the resampled/bonus token."""
+        return self.new_tokens / len(self.rounds) if self.rounds else 0.0
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.new_tokens / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def draft_seconds(self) -> float:
+        return sum(r.draft_seconds for r in self.rounds)
+
+    @property
+    def verify_seconds(self) -> float:
+        return sum(r.verify_seconds for r in self.rounds)
+
+    @property
+    def draft_seconds_per_token(self) -> float:
+        return self.draft_seconds / self.drafted if self.drafted else 0.0
+
+    @property
+    def step_seconds(self) -> float:
+        """Mean time of one target forward in the loop (a plain decoding step for a baseline run)."""
+        return self.verify_seconds / len(self.rounds) if self.rounds else 0.0
+
+    @property
+    def mean_gamma(self) -> float:
+        return statistics.fmean(r.gamma for r in self.rounds) if self.rounds else 0.0
+
+    def acceptance_by_position(self) -> list[float]:
+        """P(draft token i accepted | it was drafted), for i = 0 .. longest draft - 1."""
+        longest = max((len(r.drafted) for r in self.rounds), default=0)
+        rates = []
+        for i in range(longest):
+            reached = [r for r in self.rounds if len(r.drafted) > i]
+            rates.append(sum(r.n_accepted > i for r in reached) / len(reached))
+        return rates
+
+    def summary(self) -> dict:
+        return {
+            "target": self.target,
+            "draft": self.draft,
+            "new_tokens": self.new_tokens,
+            "rounds": len(self.rounds),
+            "drafted": self.drafted,
+            "accepted": self.accepted,
+            "acceptance_rate": self.acceptance_rate,
+            "mean_accepted_tokens": self.mean_accepted_tokens,
+            "mean_gamma": self.mean_gamma,
+            "seconds": self.seconds,
+            "tokens_per_second": self.tokens_per_second,
+            "draft_seconds": self.draft_seconds,
+            "verify_seconds": self.verify_seconds,
+        }
+
+    # --- serialisation ---------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Run":
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+            raise SpecVizError(f"not a SpecViz run of this version (expected schema {SCHEMA!r}, found {found!r})")
+        try:
+            data = dict(data)
+            data["rounds"] = [
+                Round(**{**r, "alternatives": [[Alternative(**a) for a in pos] for pos in r["alternatives"]]})
+                for r in data["rounds"]
+            ]
+            names = {f.name for f in fields(cls)}
+            return cls(**{k: v for k, v in data.items() if k in names})
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SpecVizError(f"the run record is damaged ({exc}); export it again from SpecViz") from None
+
+
+@dataclass
+class Comparison:
+    """A speculative run beside the target-alone baseline: same prompt, same settings."""
+
+    spec: Run
+    baseline: Run
+
+    @property
+    def speedup(self) -> float:
+        """Measured: baseline seconds / speculative seconds."""
+        return self.baseline.seconds / self.spec.seconds if self.spec.seconds > 0 else 0.0
+
+    @property
+    def identical(self) -> bool:
+        return self.spec.output_ids == self.baseline.output_ids
+
+    @property
+    def agreement(self) -> float:
+        """Fraction of positions where the two outputs agree (over the longer output)."""
+        a, b = self.spec.output_ids, self.baseline.output_ids
+        if not a and not b:
+            return 1.0
+        return sum(x == y for x, y in zip(a, b)) / max(len(a), len(b))
+
+    @property
+    def cost_ratio(self) -> float:
+        """c = draft time per drafted token / target time per decoding step (measured)."""
+        step = self.baseline.step_seconds
+        return self.spec.draft_seconds_per_token / step if step > 0 else 0.0
+
+    @property
+    def verify_cost(self) -> float:
+        """Time of one verification forward (γ+1 tokens) in target decoding steps (1 in theory)."""
+        step = self.baseline.step_seconds
+        return self.spec.step_seconds / step if step > 0 else 0.0
+
+    @property
+    def theoretical_speedup(self) -> float:
+        """(1-α^(γ+1)) / ((1-α)(γc+1)) from the run's own α, mean γ and c."""
+        return theory.expected_speedup(self.spec.acceptance_rate, self.spec.mean_gamma, self.cost_ratio)
+
+    @property
+    def theoretical_speedup_measured_verify(self) -> float:
+        """The same with the verification forward costed as measured instead of as one step."""
+        return theory.expected_speedup(
+            self.spec.acceptance_rate, self.spec.mean_gamma, self.cost_ratio, self.verify_cost
+        )
+
+    def summary(self) -> dict:
+        return {
+            **self.spec.summary(),
+            "spec_seconds": self.spec.seconds,
+            "baseline_seconds": self.baseline.seconds,
+            "speedup": self.speedup,
+            "identical": self.identical,
+            "agreement": self.agreement,
+            "cost_ratio": self.cost_ratio,
+            "verify_cost": self.verify_cost,
+            "theoretical_speedup": self.theoretical_speedup,
+            "theoretical_speedup_measured_verify": self.theoretical_speedup_measured_verify,
+        }
+
+    def to_dict(self) -> dict:
+        return {"spec": self.spec.to_dict(), "baseline": self.baseline.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Comparison":
+        if not isinstance(data, dict) or "spec" not in data or "baseline" not in data:
+            raise SpecVizError("not a SpecViz comparison export (expected 'spec' and 'baseline' runs)")
+        return cls(Run.from_dict(data["spec"]), Run.from_dict(data["baseline"]))
+
+
+def dumps(record: Run | Comparison) -> str:
+    return json.dumps(record.to_dict())
+
+
+def loads(text: str | bytes) -> Comparison | Run:
+    """A run or comparison exported as JSON, checked, for replay without models."""
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise SpecVizError(f"the file is not valid JSON ({exc.__class__.__name__}); export the run again") from None
+    if isinstance(data, dict) and "spec" in data:
+        return Comparison.from_dict(data)
+    return Run.from_dict(data)

@@ -1,0 +1,113 @@
+"""The acceptance rule: pure functions over tensors, no model calls.
+
+Notation (used across SpecViz): p = the target's distribution, q = the draft's, γ (`gamma`) = the
+number of drafted tokens, α (`alpha`) = the fraction of drafted tokens accepted.
+
+`verify` takes the target's logits at the γ drafted positions plus one (the bonus position), the
+drafted ids and the draft's probabilities q, and returns how many drafts are accepted and the
+token that follows them: resampled at the first rejection, or a bonus token when all are kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .config import Sampling, Verification
+
+
+def shape_logits(logits: torch.Tensor, sampling: Sampling) -> torch.Tensor:
+    """Temperature, top-k and top-p applied to logits (masked entries become -inf)."""
+    if sampling.greedy:
+        return logits
+    logits = logits / sampling.temperature
+    if sampling.top_k and sampling.top_k < logits.shape[-1]:
+        kth = torch.topk(logits, sampling.top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if sampling.top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+        mass_before = sorted_logits.softmax(-1).cumsum(-1) - sorted_logits.softmax(-1)
+        drop_sorted = mass_before >= sampling.top_p  # keeps the smallest prefix reaching top_p
+        drop = drop_sorted.scatter(-1, order, drop_sorted)
+        logits = logits.masked_fill(drop, float("-inf"))
+    return logits
+
+
+def distribution(logits: torch.Tensor, sampling: Sampling) -> torch.Tensor:
+    """The probabilities a token is drawn from (plain softmax when greedy, for display)."""
+    return shape_logits(logits.float(), sampling).softmax(-1)
+
+
+def choose(probs: torch.Tensor, sampling: Sampling, generator: torch.Generator | None) -> torch.Tensor:
+    """One token id per row: argmax when greedy, a draw from probs otherwise."""
+    if sampling.greedy:
+        return probs.argmax(-1)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+@dataclass
+class Verdict:
+    n_accepted: int  # length of the accepted prefix of the draft
+    next_token: int  # resampled token (after a rejection) or bonus token (all accepted)
+    resampled: bool  # True when a draft token was rejected and next_token replaces it
+    p: torch.Tensor  # target distribution at every verified position, [γ+1, V]
+
+
+def residual(p: torch.Tensor, q: torch.Tensor, lenience: float = 1.0) -> torch.Tensor:
+    """norm(max(0, p - l·q)): the mass the draft under-proposed, where a resampled token comes from."""
+    r = (p - lenience * q).clamp_min(0)
+    total = r.sum()
+    return r / total if total > 1e-12 else p  # p == q: a rejection had probability 0
+
+
+def _accepted_prefix(ok: torch.Tensor) -> int:
+    """Number of leading True values."""
+    return int(ok.long().cumprod(0).sum()) if ok.numel() else 0
+
+
+def verify(
+    target_logits: torch.Tensor,
+    draft_ids: torch.Tensor,
+    draft_probs: torch.Tensor | None,
+    sampling: Sampling,
+    rule: Verification,
+    generator: torch.Generator | None = None,
+) -> Verdict:
+    """Decide the fate of γ drafted tokens.
+
+    target_logits: [γ+1, V], the target's logits after the context and after each draft token.
+    draft_ids: [γ] drafted token ids. draft_probs: [γ, V] the draft's q at each position, or None
+    for a model-free drafter whose proposal is certain (one-hot q).
+    """
+    gamma = draft_ids.shape[0]
+    relaxed = rule.mode == "relaxed"
+    p = distribution(target_logits, sampling)
+    if sampling.greedy:
+        if relaxed:
+            # Accept d when it is in the target's top-k and within τ nats of the best token.
+            logp = target_logits[:gamma].float().log_softmax(-1)
+            logp_d = logp.gather(-1, draft_ids[:, None]).squeeze(-1)
+            rank = (logp > logp_d[:, None]).sum(-1)
+            ok = (rank < rule.top_k) & (logp_d >= logp.max(-1).values - rule.tolerance)
+        else:
+            ok = target_logits[:gamma].argmax(-1) == draft_ids
+        n = _accepted_prefix(ok)
+        return Verdict(n, int(target_logits[n].argmax()), n < gamma, p)
+
+    lenience = rule.lenience if relaxed else 1.0
+    positions = torch.arange(gamma, device=p.device)
+    p_d = p[positions, draft_ids]
+    q_d = torch.ones_like(p_d) if draft_probs is None else draft_probs[positions, draft_ids]
+    # Accept draft i with probability min(1, p/(l·q)): r < p/(l·q)  <=>  r·l·q < p.
+    r = torch.rand(gamma, generator=generator, device=p.device)
+    n = _accepted_prefix(r * lenience * q_d < p_d)
+    if n == gamma:
+        return Verdict(n, int(choose(p[gamma], sampling, generator)), False, p)
+    # Rejected at n: draw from the residual norm(max(0, p - l·q)), the mass the draft under-proposed.
+    if draft_probs is None:
+        q_n = torch.zeros_like(p[n])
+        q_n[draft_ids[n]] = 1.0
+    else:
+        q_n = draft_probs[n]
+    return Verdict(n, int(torch.multinomial(residual(p[n], q_n, lenience), 1, generator=generator)), True, p)
