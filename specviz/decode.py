@@ -132,8 +132,12 @@ def _record(index, gamma, proposal: Proposal, verdict, emitted, draft_seconds, v
     for j, (ids_j, ps_j) in enumerate(zip(top_ids.tolist(), top_p.tolist())):
         qs_j = top_q[j] if j < k else [0.0] * len(ids_j)
         alternatives.append([Alternative(t, p, q) for t, p, q in zip(ids_j, ps_j, qs_j)])
-        if j < k and drafted[j] not in ids_j:  # always show the drafted token beside the target's favourites
+        shown = {a.token for a in alternatives[-1]}
+        if j < k and drafted[j] not in shown:  # show the drafted token beside the target's favourites
             alternatives[-1].append(Alternative(drafted[j], p_drafted[j], float(q_full[j, drafted[j]])))
+        if j == verdict.n_accepted and verdict.next_token not in shown | {drafted[j] if j < k else -1}:
+            q_next = float(q_full[j, verdict.next_token]) if j < k else 0.0  # ... and where the next token came from
+            alternatives[-1].append(Alternative(verdict.next_token, float(verdict.p[j, verdict.next_token]), q_next))
     kind = RESAMPLED if verdict.resampled else (BONUS if k else TARGET)
     return Round(
         index=index,

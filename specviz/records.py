@@ -186,11 +186,21 @@ class Comparison:
 
     spec: Run
     baseline: Run
+    spec_times: list[float] = field(default_factory=list)  # wall times of repeated runs (median used)
+    baseline_times: list[float] = field(default_factory=list)
+
+    @property
+    def spec_seconds(self) -> float:
+        return statistics.median(self.spec_times) if self.spec_times else self.spec.seconds
+
+    @property
+    def baseline_seconds(self) -> float:
+        return statistics.median(self.baseline_times) if self.baseline_times else self.baseline.seconds
 
     @property
     def speedup(self) -> float:
-        """Measured: baseline seconds / speculative seconds."""
-        return self.baseline.seconds / self.spec.seconds if self.spec.seconds > 0 else 0.0
+        """Measured: baseline seconds / speculative seconds (medians over repeats)."""
+        return self.baseline_seconds / self.spec_seconds if self.spec_seconds > 0 else 0.0
 
     @property
     def identical(self) -> bool:
@@ -231,8 +241,8 @@ class Comparison:
     def summary(self) -> dict:
         return {
             **self.spec.summary(),
-            "spec_seconds": self.spec.seconds,
-            "baseline_seconds": self.baseline.seconds,
+            "spec_seconds": self.spec_seconds,
+            "baseline_seconds": self.baseline_seconds,
             "speedup": self.speedup,
             "identical": self.identical,
             "agreement": self.agreement,
@@ -243,13 +253,23 @@ class Comparison:
         }
 
     def to_dict(self) -> dict:
-        return {"spec": self.spec.to_dict(), "baseline": self.baseline.to_dict()}
+        return {
+            "spec": self.spec.to_dict(),
+            "baseline": self.baseline.to_dict(),
+            "spec_times": self.spec_times,
+            "baseline_times": self.baseline_times,
+        }
 
     @classmethod
     def from_dict(cls, data: dict) -> "Comparison":
         if not isinstance(data, dict) or "spec" not in data or "baseline" not in data:
             raise SpecVizError("not a SpecViz comparison export (expected 'spec' and 'baseline' runs)")
-        return cls(Run.from_dict(data["spec"]), Run.from_dict(data["baseline"]))
+        return cls(
+            Run.from_dict(data["spec"]),
+            Run.from_dict(data["baseline"]),
+            list(data.get("spec_times", [])),
+            list(data.get("baseline_times", [])),
+        )
 
 
 def dumps(record: Run | Comparison) -> str:

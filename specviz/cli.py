@@ -1,0 +1,244 @@
+"""Command line: `python -m specviz models | run | bench`.
+
+Errors a user can cause exit with status 2 and one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+from .config import Decoding, Sampling, Verification
+from .drafters import DRAFTERS, build_drafter
+from .errors import SpecVizError
+from .measure import compare, timed, warm_up
+from .models import DEFAULT_TARGET, available_models, load_model
+from .prompts import read_jsonl
+from .records import ACCEPTED, BONUS, REJECTED, RESAMPLED, TARGET, Comparison
+
+BENCH_FIELDS = (
+    "id", "draft", "gamma", "new_tokens", "rounds", "drafted", "accepted", "acceptance_rate",
+    "mean_accepted_tokens", "spec_seconds", "baseline_seconds", "speedup", "identical", "text", "baseline_text",
+)
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2 (argparse prints the whole usage otherwise)
+        sys.stderr.write(f"specviz: error: {message} (see --help)\n")
+        raise SystemExit(2)
+
+
+def _add_decoding(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--target", default=DEFAULT_TARGET, help="target model: default, a local folder or a hub id")
+    p.add_argument("--gamma", type=int, default=4, help="draft length γ (default 4)")
+    p.add_argument("--adaptive", action="store_true", help="adaptive γ: +2 after a fully accepted round, -1 otherwise")
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--sample-top-k", type=int, default=0, help="top-k filter when sampling (0 = off)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--verify", choices=("exact", "relaxed"), default="exact", help="exact is lossless (default)")
+    p.add_argument("--tolerance", type=float, default=0.0, help="relaxed greedy: τ in nats")
+    p.add_argument("--top-k", type=int, default=1, help="relaxed greedy: accept drafts in the target's top-k")
+    p.add_argument("--lenience", type=float, default=1.0, help="relaxed sampling: l in (0, 1]")
+    p.add_argument("--raw", action="store_true", help="send the prompt as raw text, without the chat template")
+    p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda, mps")
+    p.add_argument("--dtype", default="auto", help="auto (fp32 on CPU, bf16 on GPU), fp32, bf16, fp16")
+    p.add_argument("--repeats", type=int, default=1, help="time each run N times and use the median")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="python -m specviz", description="See and measure speculative decoding.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+
+    models = sub.add_parser("models", help="targets and drafters available here")
+    models.add_argument("--json", action="store_true")
+
+    run = sub.add_parser("run", help="one run, shown round by round, with the measured speedup")
+    _add_decoding(run)
+    run.add_argument("--draft", default="ngram", help="ngram, layerskip:K, target, or a model name/folder/hub id")
+    run.add_argument("--prompt", required=True)
+    run.add_argument("--no-baseline", action="store_true", help="skip timing the target alone")
+    run.add_argument("--json", action="store_true", help="print the full record as JSON")
+
+    bench = sub.add_parser("bench", help="many prompts and drafts; one JSON line per prompt and draft")
+    _add_decoding(bench)
+    bench.add_argument("--draft", action="append", required=True, help="repeat for several drafts")
+    bench.add_argument("--prompts", required=True, help="JSONL file, one object per line with id and prompt")
+    bench.add_argument("--out", required=True, help="JSONL file to write")
+    bench.add_argument("--limit", type=int, default=0, help="use only the first N prompts")
+    return parser
+
+
+def _settings(args) -> Decoding:
+    return Decoding(
+        gamma=args.gamma,
+        adaptive=args.adaptive,
+        max_new_tokens=args.max_new_tokens,
+        seed=args.seed,
+        sampling=Sampling(temperature=args.temperature, top_k=args.sample_top_k, top_p=args.top_p),
+        verification=Verification(mode=args.verify, tolerance=args.tolerance, top_k=args.top_k, lenience=args.lenience),
+    )
+
+
+class ModelPool:
+    """Loads each model once per process, on the device and dtype asked for."""
+
+    def __init__(self, device: str, dtype: str):
+        self.device, self.dtype, self.loaded = device, dtype, {}
+
+    def __call__(self, name: str):
+        if name not in self.loaded:
+            self.loaded[name] = load_model(name, self.device, self.dtype, progress=lambda m: print(m, file=sys.stderr))
+        return self.loaded[name]
+
+
+def cmd_models(args) -> int:
+    rows = available_models()
+    drafters = [
+        {"name": "ngram", "kind": "drafter", "title": "prompt lookup (n-gram), no model", "parameters": 0, "path": "", "offline": True},
+        {"name": "layerskip:K", "kind": "drafter", "title": "target's first K layers (self-draft)", "parameters": 0, "path": "", "offline": True},
+        {"name": "target", "kind": "drafter", "title": "the target drafting for itself (control)", "parameters": 0, "path": "", "offline": True},
+    ]
+    rows = [{**r, "role": "target or draft"} for r in rows] + [{**d, "role": "draft"} for d in drafters]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"{'name':<18} {'role':<16} {'kind':<14} {'params':>12}  {'offline':<7} path / description")
+    for r in rows:
+        params = f"{r['parameters']:,}" if r.get("parameters") else "-"
+        print(f"{r['name']:<18} {r['role']:<16} {r['kind']:<14} {params:>12}  {'yes' if r['offline'] else 'no':<7} {r['path'] or r['title']}")
+    print("\nAny Hugging Face model id or local model folder also works as target or draft (hub ids need internet).")
+    return 0
+
+
+STYLE = {  # terminal rendering of token status: colour plus a marker, so colour is never the only cue
+    ACCEPTED: ("\033[32m", "", ""),
+    REJECTED: ("\033[31;9m", "~", "~"),
+    RESAMPLED: ("\033[33m", "[", "]"),
+    BONUS: ("\033[34m", "{", "}"),
+    TARGET: ("", "", ""),
+}
+
+
+def render_rounds(run, colour: bool) -> str:
+    out = []
+    for r in run.rounds:
+        for _, text, status in r.statuses():
+            code, left, right = STYLE[status]
+            out.append(f"{code}{left}{text}{right}\033[0m" if colour and code else f"{left}{text}{right}")
+        out.append("|")
+    return "".join(out)
+
+
+def _figures(c: Comparison | None, run) -> list[tuple[str, str]]:
+    rows = [
+        ("new tokens", f"{run.new_tokens}"),
+        ("rounds", f"{len(run.rounds)}"),
+        ("drafted / accepted", f"{run.drafted} / {run.accepted}"),
+        ("acceptance rate α", f"{run.acceptance_rate:.3f}"),
+        ("mean accepted tokens per round", f"{run.mean_accepted_tokens:.2f}"),
+        ("tokens/s", f"{run.tokens_per_second:.1f}"),
+    ]
+    if c is not None:
+        rows += [
+            ("baseline tokens/s", f"{c.baseline.tokens_per_second:.1f}"),
+            ("measured speedup", f"{c.speedup:.2f}x"),
+            ("theoretical speedup (α, γ, c)", f"{c.theoretical_speedup:.2f}x"),
+            ("cost ratio c", f"{c.cost_ratio:.3f}"),
+            ("verify cost (target steps)", f"{c.verify_cost:.2f}"),
+            ("identical to target alone", "yes" if c.identical else f"no (agreement {c.agreement:.1%})"),
+        ]
+    return rows
+
+
+def cmd_run(args) -> int:
+    settings = _settings(args)
+    pool = ModelPool(args.device, args.dtype)
+    target = pool(args.target)
+    make = lambda: build_drafter(args.draft, target, pool)  # noqa: E731 — a fresh drafter per run
+    make()  # refuse an incompatible or unknown draft before any timing
+    if args.no_baseline:
+        run, comparison = timed(target, make, args.prompt, settings, args.repeats)[0], None
+    else:
+        comparison = compare(target, make, args.prompt, settings, repeats=args.repeats)
+        run = comparison.spec
+    if args.json:
+        record = comparison.to_dict() if comparison else run.to_dict()
+        record["summary"] = comparison.summary() if comparison else run.summary()
+        print(json.dumps(record))
+        return 0
+    colour = sys.stdout.isatty()
+    print(render_rounds(run, colour))
+    print("\nlegend: accepted  ~rejected~  [resampled]  {bonus}  plain = target alone   | ends a round\n")
+    for name, value in _figures(comparison, run):
+        print(f"  {name:<32} {value}")
+    return 0
+
+
+def cmd_bench(args) -> int:
+    settings = _settings(args)
+    prompts = read_jsonl(args.prompts)
+    if args.limit:
+        prompts = prompts[: args.limit]
+    out_path = Path(args.out)
+    if out_path.parent and not out_path.parent.exists():
+        raise SpecVizError(f"the folder of --out ({out_path.parent}) does not exist")
+    pool = ModelPool(args.device, args.dtype)
+    target = pool(args.target)
+    makers = {}
+    for spec in args.draft:
+        build_drafter(spec, target, pool)  # refuse bad drafts up front
+        makers[spec] = (lambda s=spec: build_drafter(s, target, pool))
+    from tqdm import tqdm
+
+    first = prompts[0]["prompt"]
+    warm_up(target, None, first, settings)
+    for make in makers.values():
+        warm_up(target, make, first, settings)
+    rows = []
+    with out_path.open("w", encoding="utf-8") as out, tqdm(total=len(prompts) * len(makers), file=sys.stderr, unit="run") as bar:
+        for item in prompts:
+            baseline = timed(target, None, item["prompt"], settings, args.repeats)
+            for spec, make in makers.items():
+                bar.set_description(f"{item['id']} {spec}")
+                c = compare(target, make, item["prompt"], settings, baseline=baseline, repeats=args.repeats, warm=False)
+                row = {"id": item["id"], "category": item.get("category"), **c.summary()}
+                row.update(draft=spec, gamma=settings.gamma, text=c.spec.text, baseline_text=c.baseline.text)
+                row = {**{k: row[k] for k in BENCH_FIELDS}, **{k: v for k, v in row.items() if k not in BENCH_FIELDS}}
+                out.write(json.dumps(row) + "\n")
+                out.flush()
+                rows.append(row)
+                bar.update()
+    print_summary(rows)
+    return 0
+
+
+def print_summary(rows: list[dict]) -> None:
+    print(f"\n{'draft':<22} {'prompts':>7} {'α':>6} {'acc/round':>9} {'c':>6} {'speedup med':>11} {'mean':>6} {'identical':>9}")
+    for draft in dict.fromkeys(r["draft"] for r in rows):
+        mine = [r for r in rows if r["draft"] == draft]
+        mean = lambda k: statistics.fmean(r[k] for r in mine)  # noqa: E731
+        print(
+            f"{draft:<22} {len(mine):>7} {mean('acceptance_rate'):>6.3f} {mean('mean_accepted_tokens'):>9.2f} "
+            f"{mean('cost_ratio'):>6.3f} {statistics.median(r['speedup'] for r in mine):>10.2f}x "
+            f"{mean('speedup'):>5.2f}x {sum(r['identical'] for r in mine):>5}/{len(mine)}"
+        )
+
+
+COMMANDS = {"models": cmd_models, "run": cmd_run, "bench": cmd_bench}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except SpecVizError as exc:
+        print(f"specviz: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("specviz: stopped by the user", file=sys.stderr)
+        return 130
