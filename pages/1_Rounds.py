@@ -1,0 +1,92 @@
+"""Rounds: every round of a real run, token by token."""
+
+import streamlit as st
+
+from specviz import ui
+from specviz.views import charts, figures, tables, tokens
+
+st.set_page_config(page_title="Rounds · SpecViz", page_icon="🔎", layout="wide")
+st.title("Rounds — token by token")
+st.write("Each round the draft proposes γ tokens, the target scores them all in one forward pass, a prefix is "
+         "kept, and the first rejected token is replaced (or a bonus token is added when all are kept).")
+ui.sidebar_device()
+
+with st.sidebar:
+    st.header("Run settings")
+    target = st.selectbox("Target", ui.target_options(), key="rounds-target")
+    draft = st.selectbox("Draft", ui.draft_options(), key="rounds-draft")
+    settings = None
+    with ui.error_box("use these settings"):
+        settings = ui.decoding_controls("rounds")
+prompt = ui.prompt_picker("rounds")
+
+left, right = st.columns([1, 3])
+run_clicked = left.button("Run", type="primary", key="rounds-run")
+live = right.toggle("Re-run when a control changes", value=True, key="rounds-live")
+request = repr((target, draft, prompt, settings))
+state = st.session_state
+if settings is not None and (run_clicked or (live and "rounds-request" in state and state["rounds-request"] != request)):
+    with ui.error_box("run"):
+        state["rounds-result"] = ui.measured_run(target, draft, prompt, settings)
+    state["rounds-request"] = request  # also after a failure, so a bad setting is not retried in a loop
+
+uploaded = st.file_uploader("…or replay an exported run (JSON, no models needed)", type="json", key="rounds-upload")
+if uploaded is not None:
+    with ui.error_box("load that file"):
+        state["rounds-result"] = next(iter(ui.load_export(uploaded).values()))
+
+comparison = state.get("rounds-result")
+if comparison is None:
+    comparison = ui.load_demo()
+    st.info("Showing a run recorded by the project. Press **Run** for a live one on this machine.")
+if comparison is None:
+    st.stop()
+run = comparison.spec
+
+ok, message = figures.fidelity(comparison)
+(st.success if ok else st.warning)(message)
+for column, (label, value, help_text) in zip(st.columns(6), figures.headline(comparison)):
+    column.metric(label, value, help=help_text)
+st.caption(f"{run.draft} → {run.target} · γ={run.settings['gamma']}{' (adaptive)' if run.settings['adaptive'] else ''} · "
+           f"{run.settings['verification']['mode']} verification · {run.device} {run.dtype} · {run.new_tokens} tokens in "
+           f"{len(run.rounds)} rounds")
+ui.legend()
+
+
+@st.fragment
+def replay():
+    """Step through the run; only this part redraws, no model is called."""
+    n = len(run.rounds)
+    step = st.session_state.setdefault("rounds-step", n)
+    step = min(max(step, 1), n)
+    b1, b2, b3, b4 = st.columns([1, 1, 1, 5])
+    if b1.button("⏮ First", key="rounds-first"):
+        step = 1
+    if b2.button("◀ Back", key="rounds-back"):
+        step = max(1, step - 1)
+    if b3.button("Next ▶", key="rounds-next"):
+        step = min(n, step + 1)
+    step = b4.slider("Replay up to round", 1, n, step, key=f"rounds-slider-{step}")
+    st.session_state["rounds-step"] = step
+    st.html(tokens.output_html(run, upto_round=step - 1))
+    current = run.rounds[step - 1]
+    st.markdown(f"**Round {step}**: drafted {len(current.drafted)} · kept {current.n_accepted} · "
+                f"{current.next_kind} token {current.next_text!r}")
+    d1, d2 = st.columns(2)
+    d1.caption("1 · the draft proposes")
+    d1.html(tokens.pending_round_html(current))
+    d2.caption("2 · the target verifies in one pass")
+    d2.html(tokens.CSS + '<div class="sv-text">' + "".join(tokens.round_spans(current, upto_emitted=False)) + "</div>")
+    if current.rejected_position is not None:
+        st.plotly_chart(charts.residual_figure(current), key="rounds-residual")
+
+
+replay()
+with st.expander("Timeline: one row per round", expanded=True):
+    st.html(tokens.timeline_html(run))
+c1, c2 = st.columns(2)
+c1.plotly_chart(charts.round_times_figure(run), key="rounds-times")
+c2.plotly_chart(charts.acceptance_by_position_figure({run.draft or "target": run}), key="rounds-bypos")
+with st.expander("Rounds table"):
+    st.dataframe(tables.rounds_frame(run), hide_index=True)
+ui.export_buttons({f"{run.draft}-g{run.settings['gamma']}": comparison}, "rounds")

@@ -1,0 +1,172 @@
+"""The Streamlit side of SpecViz: cached models, shared controls, error boxes, exports.
+
+Pages call these helpers and render records; every model call goes through the library.
+Models are cached once per process with `st.cache_resource` and shared by every browser
+session, so nothing here mutates a model: per-run state lives inside each run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+import torch
+
+from . import measure
+from .config import Decoding, Sampling, Verification  # noqa: F401 — Decoding is re-exported for pages
+from .drafters import build_drafter
+from .errors import SpecVizError
+from .models import DEFAULT_TARGET, available_models, load_model, pick_device
+from .prompts import CATEGORIES, load_prompt_set
+from .records import Comparison, loads
+from .views import tables
+from .views.tokens import legend_html
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+DEMO_RUN = ASSETS / "demo" / "rounds.json"
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def cached_model(name: str, device: str = "auto", dtype: str = "auto"):
+    """Loaded once per process and shared by all sessions: read-only from here on."""
+    return load_model(name, device, dtype)
+
+
+def loader(device: str = "auto", dtype: str = "auto"):
+    return lambda name: cached_model(name, device, dtype)
+
+
+def get_target(name: str, device: str = "auto", dtype: str = "auto"):
+    """The target, with visible progress the first time (the GGUF conversion takes ~20 s once)."""
+    with st.status(f"Loading {name}…", expanded=False) as status:
+        model = cached_model(name, device, dtype)
+        status.update(label=f"{name} ready on {model.device}", state="complete")
+    return model
+
+
+def draft_options() -> list[str]:
+    """What the draft pickers offer out of the box: shipped drafts, model-free and self drafts."""
+    shipped = [m["name"] for m in available_models() if m["kind"] == "shipped draft"]
+    return shipped + ["ngram", "layerskip:4", "layerskip:8", "layerskip:15", "target"]
+
+
+def target_options() -> list[str]:
+    return [DEFAULT_TARGET]
+
+
+@st.cache_data(show_spinner=False)
+def presets() -> dict[str, list[dict]]:
+    """Evaluation prompts by workload, for the preset pickers."""
+    return {c: load_prompt_set(c, "eval") for c in CATEGORIES}
+
+
+def sidebar_device() -> None:
+    device = pick_device("auto")
+    name = torch.cuda.get_device_name(0) if device.type == "cuda" else device.type.upper()
+    st.sidebar.caption(f"Device: **{name}** · torch {torch.__version__}")
+
+
+@contextlib.contextmanager
+def error_box(what: str = "run"):
+    """Show a user error as one clear box; the rest of the page and earlier results stay usable."""
+    try:
+        yield
+    except SpecVizError as exc:
+        st.error(f"Could not {what}: {exc}", icon="⚠️")
+    except torch.cuda.OutOfMemoryError:
+        torch.cuda.empty_cache()
+        st.error(f"Could not {what}: the GPU ran out of memory. Lower max new tokens or pick smaller models.", icon="⚠️")
+    except Exception as exc:  # noqa: BLE001 — never a traceback in front of a workshop
+        st.error(f"Could not {what}: unexpected {exc.__class__.__name__}: {str(exc)[:200]}", icon="⚠️")
+
+
+def prompt_picker(key: str, default_category: str = "chat") -> str:
+    """Preset prompts by workload, or free text."""
+    sets = presets()
+    category = st.selectbox("Workload", CATEGORIES, index=CATEGORIES.index(default_category), key=f"{key}-cat")
+    choices = [row["prompt"] for row in sets[category]]
+    preset = st.selectbox("Preset prompt", choices, key=f"{key}-preset", format_func=lambda s: s[:80] + ("…" if len(s) > 80 else ""))
+    return st.text_area("Prompt (edit freely)", value=preset, key=f"{key}-text-{category}-{choices.index(preset)}", height=110)
+
+
+def decoding_controls(key: str, with_gamma: bool = True, with_verification: bool = True) -> Decoding:
+    """Sliders for γ, verification, sampling, length and seed; raises SpecVizError if out of range."""
+    gamma = st.slider("Draft length γ", 1, 16, 4, key=f"{key}-gamma") if with_gamma else 4
+    adaptive = st.checkbox("Adaptive γ (+2 after a full accept, −1 otherwise)", key=f"{key}-adaptive") if with_gamma else False
+    temperature = st.slider("Temperature (0 = greedy)", 0.0, 2.0, 0.0, 0.05, key=f"{key}-temp")
+    top_p = st.slider("Top-p", 0.05, 1.0, 1.0, 0.05, key=f"{key}-topp", disabled=temperature == 0)
+    verification = Verification()
+    if with_verification:
+        mode = st.radio("Verification", ["exact", "relaxed"], horizontal=True, key=f"{key}-mode",
+                        help="exact is lossless; relaxed accepts near-misses and drifts from the target")
+        if mode == "relaxed" and temperature == 0:
+            tol = st.slider("Tolerance τ (nats below the best token)", 0.0, 5.0, 1.0, 0.1, key=f"{key}-tol")
+            top_k = st.slider("Accept drafts within the target's top-k", 1, 20, 3, key=f"{key}-topk")
+            verification = Verification("relaxed", tolerance=tol, top_k=top_k)
+        elif mode == "relaxed":
+            lenience = st.slider("Lenience l (1 = exact)", 0.05, 1.0, 0.5, 0.05, key=f"{key}-len")
+            verification = Verification("relaxed", lenience=lenience)
+    max_new = st.slider("Max new tokens", 8, 256, 64, 8, key=f"{key}-maxnew")
+    seed = st.number_input("Seed", 0, 2**31 - 1, 0, key=f"{key}-seed")
+    return Decoding(gamma=gamma, adaptive=adaptive, max_new_tokens=max_new, seed=int(seed),
+                    sampling=Sampling(temperature=temperature, top_p=top_p), verification=verification)
+
+
+def baseline_key(target: str, prompt: str, settings: Decoding) -> str:
+    """The baseline depends on the prompt, sampling, length and seed — not on γ, draft or rule."""
+    return json.dumps([target, prompt, settings.max_new_tokens, settings.seed, settings.sampling.__dict__])
+
+
+def measured_run(target_name: str, draft: str, prompt: str, settings: Decoding, repeats: int = 1) -> Comparison:
+    """A speculative run and its baseline; the baseline is measured once per prompt and settings."""
+    target = get_target(target_name)
+    make = lambda: build_drafter(draft, target, loader())  # noqa: E731 — a fresh drafter per run
+    make()  # refuse an unknown or incompatible draft before timing anything
+    baselines = st.session_state.setdefault("baselines", {})
+    key = baseline_key(target_name, prompt, settings)
+    with st.spinner(f"Running {draft} (γ={settings.gamma}) and the target alone…"):
+        if key not in baselines:
+            measure.warm_up(target, None, prompt, settings)
+            baselines[key] = measure.timed(target, None, prompt, settings, repeats)
+        return measure.compare(target, make, prompt, settings, baseline=baselines[key], repeats=repeats)
+
+
+def load_demo() -> Comparison | None:
+    """The run recorded by the project and shipped in assets/: shown at once, before models load."""
+    if DEMO_RUN.is_file():
+        return loads(DEMO_RUN.read_text(encoding="utf-8"))
+    return None
+
+
+def legend() -> None:
+    st.html(legend_html())
+
+
+def export_buttons(comparisons: dict[str, Comparison], key: str) -> None:
+    """CSV of runs and rounds, and JSON that can be loaded back and replayed without models."""
+    if not comparisons:
+        return
+    c1, c2, c3 = st.columns(3)
+    c1.download_button("Runs (CSV)", tables.summary_frame(comparisons).to_csv(index=False), f"{key}-runs.csv",
+                       "text/csv", key=f"{key}-csv-runs")
+    rounds = [tables.rounds_frame(c.spec).assign(run=name) for name, c in comparisons.items()]
+    c2.download_button("Rounds (CSV)", pd.concat(rounds).to_csv(index=False), f"{key}-rounds.csv", "text/csv",
+                       key=f"{key}-csv-rounds")
+    c3.download_button("Runs (JSON, replayable)", tables.to_json(comparisons), f"{key}-runs.json", "application/json",
+                       key=f"{key}-json")
+
+
+def load_export(uploaded) -> dict[str, Comparison]:
+    """Runs from an exported JSON file (one comparison, or several by name); SpecVizError if damaged."""
+    try:
+        data = json.loads(uploaded.getvalue())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise SpecVizError("the file is not valid JSON; export the runs again from SpecViz") from None
+    if isinstance(data, dict) and "spec" in data:
+        return {"loaded run": Comparison.from_dict(data)}
+    if isinstance(data, dict) and data and all(isinstance(v, dict) for v in data.values()):
+        return {name: Comparison.from_dict(v) for name, v in data.items()}
+    raise SpecVizError("the file is not a SpecViz export (expected runs saved by a JSON download button)")

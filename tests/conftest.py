@@ -1,0 +1,161 @@
+"""Tiny random-weight models and a word-level tokenizer, built in the test run (no downloads).
+
+The target and every draft are LlamaForCausalLM models made from a LlamaConfig with fixed seeds,
+fp32 and in eval mode, so a whole speculative run takes milliseconds on a CPU. The weights are
+initialised with a wide spread (initializer_range) so the tiny models have peaked, confident
+next-token distributions: greedy choices then never hinge on a float rounding difference between
+a cached and an uncached forward.
+
+Models reach specviz through `LoadedModel` and drafters through `build_drafter(spec, target,
+load=load)`, where `load` looks names up in the `tiny_models` registry below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+import torch
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+from specviz.config import Decoding
+from specviz.decode import generate
+from specviz.drafters import build_drafter
+from specviz.errors import ModelLoadError
+from specviz.models import LoadedModel
+
+VOCAB = 96  # tokens the shared tokenizer can produce
+WORDS = ["<unk>", "</s>"] + [f"w{i}" for i in range(VOCAB - 2)]
+FOREIGN_WORDS = ["<unk>", "</s>"] + [f"x{i}" for i in range(VOCAB - 2)]  # same size, other strings
+
+PROMPTS = ("w1 w2 w3 w4 w5", "w40 w41 w7", "w90")  # the last one has a single token: no prefill
+
+
+def make_tokenizer(words: list[str], eos: str = "</s>") -> PreTrainedTokenizerFast:
+    """A real fast tokenizer over a fixed word list: one id per whitespace-separated word."""
+    core = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=core, eos_token=eos, unk_token="<unk>")
+
+
+def tiny_llama(seed: int, vocab_size: int, hidden: int, layers: int, heads: int, kv_heads: int) -> LlamaForCausalLM:
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=256,
+        initializer_range=0.5,
+        # No special ids in the model config: EOS comes from the tokenizer, which each case chooses.
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config).to(torch.float32).eval()
+    model.requires_grad_(False)
+    return model
+
+
+def wrap(name: str, model: torch.nn.Module, tokenizer) -> LoadedModel:
+    return LoadedModel(name=name, source="built in the test", model=model, tokenizer=tokenizer,
+                       device=torch.device("cpu"), dtype=torch.float32)
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    return make_tokenizer(WORDS)
+
+
+@pytest.fixture(scope="session")
+def target_model():
+    return tiny_llama(seed=0, vocab_size=VOCAB, hidden=64, layers=4, heads=4, kv_heads=2)
+
+
+@pytest.fixture(scope="session")
+def draft_model():
+    return tiny_llama(seed=1, vocab_size=VOCAB, hidden=32, layers=2, heads=2, kv_heads=1)
+
+
+@pytest.fixture(scope="session")
+def target(target_model, tokenizer):
+    return wrap("tiny-target", target_model, tokenizer)
+
+
+@dataclass
+class EosCase:
+    """The target and draft with a tokenizer whose EOS is a token the target emits early."""
+
+    target: LoadedModel
+    draft: LoadedModel
+    prompt: str
+    eos_id: int
+    eos_index: int  # index of the first EOS in the target's greedy output
+    load: object
+
+    def drafter(self, spec: str):
+        return build_drafter(spec, self.target, load=self.load)
+
+
+@pytest.fixture(scope="session")
+def tiny_models(target, draft_model, tokenizer):
+    """Name -> LoadedModel: what `load` can return to build_drafter."""
+    return {
+        "tiny-draft": wrap("tiny-draft", draft_model, tokenizer),
+        # Embedding and lm_head padded to 128 rows for a 96-token vocabulary: must still work.
+        "tiny-padded": wrap("tiny-padded", tiny_llama(seed=2, vocab_size=128, hidden=32, layers=2, heads=2, kv_heads=1),
+                            tokenizer),
+        # Same sizes, different strings: must be refused.
+        "tiny-foreign": wrap("tiny-foreign", draft_model, make_tokenizer(FOREIGN_WORDS)),
+        # Same vocabulary, another EOS: must be refused too.
+        "tiny-other-eos": wrap("tiny-other-eos", draft_model, make_tokenizer(WORDS, eos="w7")),
+    }
+
+
+@pytest.fixture(scope="session")
+def load(tiny_models):
+    def load_tiny(name: str) -> LoadedModel:
+        if name not in tiny_models:
+            raise ModelLoadError(f"no tiny model called {name!r}")
+        return tiny_models[name]
+
+    return load_tiny
+
+
+@pytest.fixture(scope="session")
+def make_drafter(target, load):
+    """make_drafter(spec) -> a fresh drafter for the tiny target, as the app would build it."""
+
+    def make(spec: str):
+        return build_drafter(spec, target, load=load)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def eos_case(target_model, draft_model):
+    """Pick as EOS a token the target emits greedily, for the first time, a few tokens in.
+
+    Random tiny models almost never emit a dedicated EOS token, so the stop would go untested.
+    Running the target alone first and declaring one of its early tokens to be EOS makes the
+    target stop there, inside a speculative round.
+    """
+    plain = make_tokenizer(WORDS)
+    prompt = "w3 w14 w15 w9 w26"
+    out = generate(wrap("probe", target_model, plain), None, prompt, Decoding(max_new_tokens=16)).output_ids
+    index = next((i for i in range(3, len(out)) if out[i] not in out[:i]), None)
+    assert index is not None, f"the tiny target repeats itself from the start ({out}); pick another prompt"
+    eos_token = WORDS[out[index]]
+    tok = make_tokenizer(WORDS, eos=eos_token)
+    eos_target = wrap("tiny-target-eos", target_model, tok)
+    eos_draft = wrap("tiny-draft-eos", draft_model, tok)
+
+    def load_eos(name: str) -> LoadedModel:
+        if name != "tiny-draft-eos":
+            raise ModelLoadError(f"no tiny model called {name!r}")
+        return eos_draft
+
+    return EosCase(eos_target, eos_draft, prompt, out[index], index, load_eos)
