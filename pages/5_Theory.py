@@ -1,0 +1,76 @@
+"""Theory: the standard model of speculative decoding, and where measured runs fall on it."""
+
+import streamlit as st
+
+from specviz import theory
+from specviz.views import theory_charts
+
+st.set_page_config(page_title="Theory · SpecViz", page_icon="🔎", layout="wide")
+st.title("Theory — what speedup to expect")
+st.write("If each drafted token is accepted with probability α, a round of γ drafts yields (1−α^(γ+1))/(1−α) tokens "
+         "for γ·c + v target steps, so speedup rises with α, falls with the cost ratio c, and peaks at one best γ.")
+
+a, g, cc, vv = st.columns(4)
+alpha = a.slider("Acceptance rate α", 0.0, 0.99, 0.7, 0.01, key="theory-alpha")
+gamma = g.slider("Draft length γ", 1, 16, 4, key="theory-gamma")
+c = cc.slider("Cost ratio c (one draft token in target steps)", 0.0, 1.0, 0.1, 0.01, key="theory-c")
+v = vv.slider("Verification cost v (target steps)", 0.5, 3.0, 1.0, 0.05, key="theory-v",
+              help="One forward over γ+1 tokens; 1 in the paper's model, a little more on real hardware")
+
+best = theory.optimal_gamma(alpha, c, v, theory_charts.MAX_GAMMA)
+m1, m2, m3, m4 = st.columns(4)
+m1.metric("Expected tokens per round", f"{theory.expected_tokens(alpha, gamma):.2f}",
+          help="accepted drafts plus the resampled or bonus token: (1−α^(γ+1))/(1−α)")
+m2.metric("Expected speedup", f"{theory.expected_speedup(alpha, gamma, c, v):.2f}×",
+          help="tokens per round ÷ (γc + v) target steps per round")
+m3.metric("Optimal γ", str(best), help=f"γ in 1..{theory_charts.MAX_GAMMA} with the highest expected speedup")
+m4.metric("Speedup at the optimal γ", f"{theory.expected_speedup(alpha, best, c, v):.2f}×")
+
+measured = theory_charts.measured_points(st.session_state)
+left, right = st.columns(2)
+left.plotly_chart(theory_charts.speedup_vs_gamma_figure(alpha, c, v, gamma, measured), key="theory-curve")
+right.plotly_chart(theory_charts.speedup_heatmap(c, v, alpha, gamma), key="theory-heatmap")
+if measured.empty:
+    st.caption("No measured runs in this session yet. Runs you make on the other pages (Rounds, Verification "
+               "tolerance, …) appear here as ◆ points at their mean γ and measured speedup.")
+else:
+    st.caption(f"◆ {len(measured)} measured run(s) from this session at their mean γ and measured speedup. Each has its "
+               "own α and c (hover), so compare it with the curve of those values, not only the one drawn.")
+
+st.subheader("High vs low acceptance")
+st.write(f"The same γ={gamma}, c={c:.2f} and v={v:.2f}; only how often the target agrees with the draft changes.")
+for column, example_alpha, title in zip(st.columns(2), (0.8, 0.3), ("High acceptance", "Low acceptance")):
+    tokens, speedup, sentence = theory_charts.acceptance_example(example_alpha, gamma, c, v)
+    column.markdown(f"**{title}: α = {example_alpha}**")
+    t1, t2 = column.columns(2)
+    t1.metric(f"Tokens per round (α={example_alpha})", f"{tokens:.2f}")
+    t2.metric(f"Speedup (α={example_alpha})", f"{speedup:.2f}×")
+    column.write(sentence)
+
+st.subheader("Acceptance worksheet")
+st.write("Write down what happened in a few rounds (from the Rounds page, or by hand): how many tokens were drafted "
+         "and how many of them the target accepted. α is the accepted share of everything drafted.")
+table = st.data_editor(theory_charts.worksheet_default(), num_rows="dynamic", key="theory-worksheet",
+                       column_config={
+                           "drafted": st.column_config.NumberColumn("drafted", min_value=0, max_value=64, step=1),
+                           "accepted": st.column_config.NumberColumn("accepted", min_value=0, max_value=64, step=1),
+                       })
+sheet = theory_charts.worksheet(table)
+if sheet.invalid:
+    st.warning(f"Row(s) {', '.join(map(str, sheet.invalid))} left out: accepted must be a whole number between 0 and "
+               "drafted.", icon="⚠️")
+if sheet.blank:
+    st.caption(f"{sheet.blank} row(s) with an empty count are ignored.")
+if sheet.drafted:
+    w1, w2, w3, w4 = st.columns(4)
+    w1.metric("Worksheet α", f"{sheet.alpha:.3f}", help=f"{sheet.accepted} accepted of {sheet.drafted} drafted")
+    w2.metric("Mean accepted per round", f"{sheet.mean_accepted:.2f}", help=f"over {sheet.rounds} rounds")
+    w3.metric("Tokens per round", f"{sheet.tokens_per_round:.2f}", help="accepted drafts + the resampled or bonus token")
+    w4.metric("Model's tokens per round", f"{theory.expected_tokens(sheet.alpha, sheet.mean_gamma):.2f}",
+              help=f"(1−α^(γ+1))/(1−α) at this α and the mean γ = {sheet.mean_gamma:.1f}")
+    implied = theory.alpha_from_mean_tokens(sheet.tokens_per_round, sheet.mean_gamma)
+    st.caption(f"Accepted ÷ drafted understates the model's α: in the model a rejection ends the round and the rest of "
+               f"the draft is discarded unjudged. The per-token α that gives exactly {sheet.tokens_per_round:.2f} tokens "
+               f"per round at γ={sheet.mean_gamma:.1f} is {implied:.3f}.")
+else:
+    st.info("Enter at least one round with drafted tokens to compute α.")

@@ -1,0 +1,223 @@
+"""Sweeps: the same prompts measured across draft lengths γ, or across drafters.
+
+Notation as everywhere: p target, q draft, γ (`gamma`) draft length, α (`alpha`) acceptance
+rate, c draft/target cost ratio. A sweep is a list of `Point`s, one measured `Comparison` each;
+the tables and charts are derived from those points and never call a model.
+
+Fairness: within one sweep, every point of a prompt is compared against the same target-alone
+baseline, measured once per prompt after a warm-up, so differences between γ (or drafters)
+are not differences between baselines. Each drafter is warmed up once per prompt before its
+first timed run.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import pandas as pd
+
+from . import measure, theory
+from .config import Decoding
+from .drafters import Loader, build_drafter
+from .errors import ConfigError
+from .models import LoadedModel, load_model
+from .records import Comparison, Run
+
+MIN_DRAFTS, MAX_DRAFTS = 2, 4  # a comparison of one is no comparison; more than four is unreadable
+
+
+@dataclass
+class Point:
+    """One measured run of a sweep: a drafter at one γ on one prompt, against that prompt's baseline."""
+
+    prompt_index: int  # index into the sweep's prompt list
+    draft: str  # the drafter spec as asked for ('ngram', 'layerskip:8', a model name…)
+    gamma: int
+    comparison: Comparison
+
+    @property
+    def label(self) -> str:
+        """A unique, readable name for exports: draft, γ and prompt."""
+        return f"{self.draft}-g{self.gamma}-p{self.prompt_index + 1}"
+
+
+OnPoint = Callable[[Point, int, int], None]  # (point, points done, points planned)
+ShouldStop = Callable[[], bool]
+
+
+def gamma_sweep(
+    target: LoadedModel,
+    draft: str,
+    prompts: list[str],
+    gammas: list[int],
+    settings: Decoding,
+    load: Loader = load_model,
+    on_point: OnPoint | None = None,
+    should_stop: ShouldStop | None = None,
+    repeats: int = 1,
+) -> list[Point]:
+    """One drafter at every γ in `gammas` on every prompt; stops early (keeping what is done) on request."""
+    gammas = sorted(set(gammas))
+    if not gammas:
+        raise ConfigError("no draft length γ to measure; pick a range such as 1 to 8")
+    at_gamma = {g: replace(settings, gamma=g) for g in gammas}  # refuses an out-of-range γ up front
+    _check_prompts(prompts)
+    build_drafter(draft, target, load)  # refuse an unknown or incompatible draft before timing anything
+    make = lambda: build_drafter(draft, target, load)  # noqa: E731 — a fresh drafter per run
+    points: list[Point] = []
+    total = len(prompts) * len(gammas)
+    for index, prompt in enumerate(prompts):
+        if should_stop and should_stop():
+            break
+        baseline = _baseline(target, prompt, settings, repeats)
+        measure.warm_up(target, make, prompt, at_gamma[gammas[0]])
+        for gamma in gammas:
+            if should_stop and should_stop():
+                return points
+            c = measure.compare(target, make, prompt, at_gamma[gamma], baseline=baseline, repeats=repeats, warm=False)
+            points.append(Point(index, draft, gamma, c))
+            if on_point:
+                on_point(points[-1], len(points), total)
+    return points
+
+
+def compare_drafts(
+    target: LoadedModel,
+    drafts: list[str],
+    prompts: list[str],
+    settings: Decoding,
+    load: Loader = load_model,
+    on_point: OnPoint | None = None,
+    should_stop: ShouldStop | None = None,
+    repeats: int = 1,
+) -> list[Point]:
+    """Every drafter on every prompt at the same γ and seed, all against one baseline per prompt."""
+    check_draft_count(drafts)
+    _check_prompts(prompts)
+    makers = {}
+    for spec in drafts:
+        build_drafter(spec, target, load)  # refuse a bad draft before timing anything
+        makers[spec] = lambda s=spec: build_drafter(s, target, load)
+    points: list[Point] = []
+    total = len(prompts) * len(drafts)
+    for index, prompt in enumerate(prompts):
+        if should_stop and should_stop():
+            break
+        baseline = _baseline(target, prompt, settings, repeats)
+        for spec, make in makers.items():
+            if should_stop and should_stop():
+                return points
+            measure.warm_up(target, make, prompt, settings)
+            c = measure.compare(target, make, prompt, settings, baseline=baseline, repeats=repeats, warm=False)
+            points.append(Point(index, spec, settings.gamma, c))
+            if on_point:
+                on_point(points[-1], len(points), total)
+    return points
+
+
+def check_draft_count(drafts: list[str]) -> None:
+    if len(set(drafts)) != len(drafts):
+        raise ConfigError("each drafter can be picked once; remove the duplicate")
+    if not MIN_DRAFTS <= len(drafts) <= MAX_DRAFTS:
+        raise ConfigError(f"pick {MIN_DRAFTS} to {MAX_DRAFTS} drafters to compare, not {len(drafts)}")
+
+
+def _check_prompts(prompts: list[str]) -> None:
+    if not prompts or not all(isinstance(p, str) and p.strip() for p in prompts):
+        raise ConfigError("no prompt to measure; pick a preset prompt or type one")
+
+
+def _baseline(target: LoadedModel, prompt: str, settings: Decoding, repeats: int) -> tuple[Run, list[float]]:
+    """The target alone on one prompt, warmed up then timed: shared by every point of that prompt."""
+    measure.warm_up(target, None, prompt, settings)
+    return measure.timed(target, None, prompt, settings, repeats)
+
+
+def draft_parameters(spec: str, target: LoadedModel, load: Loader = load_model) -> int:
+    """Parameters the drafter runs: 0 for n-gram lookup, the kept layers plus embedding and head for
+    layer-skip, the whole target for 'target', the draft model's own count otherwise (tied weights once)."""
+    model = getattr(build_drafter(spec, target, load), "model", None)
+    return sum(p.numel() for p in model.parameters()) if model is not None else 0
+
+
+# --- aggregates (no model calls) ---------------------------------------------------------------
+GAMMA_COLUMNS = ["gamma", "alpha", "mean_accepted", "speedup", "theoretical_speedup", "c", "verify_cost",
+                 "draft_ms_per_token", "tokens_per_s", "baseline_tokens_per_s", "identical", "prompts"]
+DRAFT_COLUMNS = ["draft", "parameters", "draft_ms_per_token", "c", "alpha", "mean_accepted", "speedup",
+                 "theoretical_speedup", "tokens_per_s", "identical", "prompts"]
+
+
+def _pooled(points: list[Point]) -> dict:
+    """Figures of a group of points pooled over prompts: totals first, then ratios of totals."""
+    runs = [p.comparison.spec for p in points]
+    drafted, accepted = sum(r.drafted for r in runs), sum(r.accepted for r in runs)
+    tokens, rounds = sum(r.new_tokens for r in runs), sum(len(r.rounds) for r in runs)
+    spec_s = sum(p.comparison.spec_seconds for p in points)
+    base_s = sum(p.comparison.baseline_seconds for p in points)
+    base_tokens = sum(p.comparison.baseline.new_tokens for p in points)
+    return {
+        "alpha": accepted / drafted if drafted else 0.0,
+        "mean_accepted": tokens / rounds if rounds else 0.0,
+        "speedup": base_s / spec_s if spec_s > 0 else 0.0,
+        "c": statistics.fmean(p.comparison.cost_ratio for p in points),
+        "verify_cost": statistics.fmean(p.comparison.verify_cost for p in points),
+        "draft_ms_per_token": 1000 * sum(r.draft_seconds for r in runs) / drafted if drafted else 0.0,
+        "tokens_per_s": tokens / spec_s if spec_s > 0 else 0.0,
+        "baseline_tokens_per_s": base_tokens / base_s if base_s > 0 else 0.0,
+        "identical": all(p.comparison.identical for p in points),
+        "prompts": len({p.prompt_index for p in points}),
+    }
+
+
+def gamma_table(points: list[Point]) -> pd.DataFrame:
+    """One row per γ: α, tokens per round, measured and theoretical speedup, c, tokens/s; best γ flagged."""
+    rows = []
+    for gamma in sorted({p.gamma for p in points}):
+        row = {"gamma": gamma, **_pooled([p for p in points if p.gamma == gamma])}
+        row["theoretical_speedup"] = theory.expected_speedup(row["alpha"], gamma, row["c"])
+        rows.append(row)
+    frame = pd.DataFrame(rows, columns=GAMMA_COLUMNS)
+    frame["best"] = frame["gamma"] == best_gamma(frame)
+    return frame
+
+
+def best_gamma(frame: pd.DataFrame) -> int | None:
+    """The γ with the highest measured speedup (the smaller γ on a tie); None for an empty table."""
+    if frame.empty:
+        return None
+    return int(frame.sort_values(["speedup", "gamma"], ascending=[False, True]).iloc[0]["gamma"])
+
+
+def overall_alpha_c(points: list[Point]) -> tuple[float, float]:
+    """α pooled over the whole sweep and the mean c: what the smooth theory curve is drawn from."""
+    pooled = _pooled(points)
+    return pooled["alpha"], pooled["c"]
+
+
+def draft_table(points: list[Point], parameters: dict[str, int] | None = None) -> pd.DataFrame:
+    """One row per drafter, in the order picked: size, draft cost, c, α, tokens per round, speedup."""
+    rows = []
+    for draft in dict.fromkeys(p.draft for p in points):
+        mine = [p for p in points if p.draft == draft]
+        row = {"draft": draft, "parameters": (parameters or {}).get(draft), **_pooled(mine)}
+        row["theoretical_speedup"] = theory.expected_speedup(row["alpha"], mine[0].gamma, row["c"])
+        rows.append(row)
+    return pd.DataFrame(rows, columns=DRAFT_COLUMNS)
+
+
+def acceptance_by_position(runs: list[Run]) -> list[float]:
+    """P(draft token i accepted | it was drafted), pooled over runs (Run.acceptance_by_position for many)."""
+    rounds = [r for run in runs for r in run.rounds]
+    longest = max((len(r.drafted) for r in rounds), default=0)
+    rates = []
+    for i in range(longest):
+        reached = [r for r in rounds if len(r.drafted) > i]
+        rates.append(sum(r.n_accepted > i for r in reached) / len(reached))
+    return rates
+
+
+def comparisons(points: list[Point]) -> dict[str, Comparison]:
+    """Points by label, for the export buttons."""
+    return {p.label: p.comparison for p in points}

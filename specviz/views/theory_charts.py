@@ -1,0 +1,262 @@
+"""Charts of the speed models: the standard model's curves, and the measured speed/quality trade-off.
+
+Notation: α (`alpha`) = acceptance rate, γ (`gamma`) = draft length, c = draft/target cost ratio,
+v = cost of one verification forward in target steps (1 in the paper's model).
+
+The theory figures draw `specviz.theory` and place measured comparisons on its curves; the
+trade-off figures draw a relaxed-verification `Sweep` from `specviz.quality`. Nothing here calls
+a model, so every figure is cheap to redraw.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Mapping
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from .. import theory
+from ..records import ACCEPTED, BONUS, REJECTED, RESAMPLED, Comparison
+from .charts import P_COLOUR, Q_COLOUR
+from .tokens import COLOURS
+
+if TYPE_CHECKING:  # the theory page draws without importing the model stack
+    from ..quality import Sweep
+
+MAX_GAMMA = 32  # the speedup-vs-γ curve and optimal_gamma look this far
+HEATMAP_GAMMA = 16
+OPTIMUM_COLOUR, CHOSEN_COLOUR, MEASURED_COLOUR = COLOURS[BONUS], COLOURS[RESAMPLED], COLOURS[ACCEPTED]
+EXACT_COLOUR = COLOURS[REJECTED]
+
+
+def _layout(fig: go.Figure, title: str, x: str, y: str, height: int = 360) -> go.Figure:
+    fig.update_layout(title=title, xaxis_title=x, yaxis_title=y, height=height, margin=dict(l=40, r=20, t=50, b=40),
+                      legend=dict(orientation="h", y=-0.25))
+    return fig
+
+
+# --- the standard model ----------------------------------------------------------------------
+def speedup_vs_gamma_figure(alpha: float, c: float, v: float, gamma: int, measured: pd.DataFrame | None = None) -> go.Figure:
+    """Expected speedup over γ for one α and c, with the optimum, the chosen γ and measured runs marked."""
+    gammas = list(range(1, MAX_GAMMA + 1))
+    speedups = [theory.expected_speedup(alpha, g, c, v) for g in gammas]
+    best = theory.optimal_gamma(alpha, c, v, MAX_GAMMA)
+    fig = go.Figure()
+    fig.add_scatter(x=gammas, y=speedups, mode="lines", name=f"model: α={alpha:.2f}, c={c:.3g}, v={v:.2g}",
+                    line=dict(color=P_COLOUR), hovertemplate="γ=%{x}<br>speedup %{y:.2f}×<extra></extra>")
+    fig.add_scatter(x=[best], y=[theory.expected_speedup(alpha, best, c, v)], mode="markers", name=f"optimal γ = {best}",
+                    marker=dict(symbol="star", size=16, color=OPTIMUM_COLOUR))
+    fig.add_scatter(x=[gamma], y=[theory.expected_speedup(alpha, gamma, c, v)], mode="markers", name=f"chosen γ = {gamma}",
+                    marker=dict(symbol="circle-open", size=14, line=dict(width=3), color=CHOSEN_COLOUR))
+    if measured is not None and not measured.empty:
+        fig.add_scatter(
+            x=measured["gamma"], y=measured["speedup"], mode="markers", name="measured runs (this session)",
+            marker=dict(symbol="diamond", size=11, color=MEASURED_COLOUR, line=dict(width=1, color="#222")),
+            customdata=measured[["name", "alpha", "cost_ratio", "theory"]].to_numpy(),
+            hovertemplate=("%{customdata[0]}<br>mean γ %{x:.1f} · measured %{y:.2f}×<br>its own α %{customdata[1]:.2f}, "
+                           "c %{customdata[2]:.3f} → model %{customdata[3]:.2f}×<extra></extra>"),
+        )
+    fig.add_hline(y=1, line_dash="dash", line_color=Q_COLOUR, annotation_text="target alone", annotation_position="bottom right")
+    fig.update_yaxes(rangemode="tozero")
+    return _layout(fig, "Expected speedup vs draft length γ", "draft length γ", "speedup (×)", height=400)
+
+
+def speedup_heatmap(c: float, v: float, alpha: float | None = None, gamma: int | None = None) -> go.Figure:
+    """Expected speedup over (α, γ) for one c: blue pays off, red is slower than the target alone."""
+    alphas = np.round(np.arange(0.0, 1.0, 0.01), 2)
+    gammas = list(range(1, HEATMAP_GAMMA + 1))
+    z = [[theory.expected_speedup(a, g, c, v) for g in gammas] for a in alphas]
+    fig = go.Figure(go.Heatmap(
+        x=gammas, y=alphas, z=z, zmid=1.0, colorscale="RdBu", colorbar=dict(title="speedup"),
+        hovertemplate="α=%{y:.2f} · γ=%{x}<br>speedup %{z:.2f}×<extra></extra>",
+    ))
+    best = [theory.optimal_gamma(a, c, v, HEATMAP_GAMMA) for a in alphas]
+    fig.add_scatter(x=best, y=alphas, mode="lines", name="optimal γ for each α", line=dict(color="#111", width=2, shape="hv"))
+    if alpha is not None and gamma is not None:
+        fig.add_scatter(x=[gamma], y=[alpha], mode="markers", name="chosen α, γ",
+                        marker=dict(symbol="x", size=14, color=CHOSEN_COLOUR, line=dict(width=2, color="#111")))
+    return _layout(fig, f"Expected speedup over α and γ (c={c:.3g}, v={v:.2g})", "draft length γ", "acceptance rate α",
+                   height=400)
+
+
+def acceptance_example(alpha: float, gamma: int, c: float, v: float) -> tuple[float, float, str]:
+    """(tokens per round, speedup, one sentence) for an α at the chosen γ and c."""
+    tokens = theory.expected_tokens(alpha, gamma)
+    speedup = theory.expected_speedup(alpha, gamma, c, v)
+    best = theory.optimal_gamma(alpha, c, v, MAX_GAMMA)
+    verdict = ("faster than the target alone" if speedup > 1
+               else "slower than the target alone: the drafts cost more than the target steps they save")
+    sentence = (f"At α={alpha:.1f} a round of γ={gamma} drafts keeps {tokens - 1:.2f} of them on average and yields "
+                f"{tokens:.2f} tokens for {gamma * c + v:.2f} target steps, so it runs {speedup:.2f}× — {verdict}. "
+                f"The best γ at this α is {best}.")
+    return tokens, speedup, sentence
+
+
+# --- the acceptance worksheet ----------------------------------------------------------------
+def worksheet_default(gamma: int = 4) -> pd.DataFrame:
+    """Five example rounds of γ drafts with a typical spread of accepted counts."""
+    accepted = [gamma, gamma // 2, 0, max(gamma - 1, 0), 1]
+    return pd.DataFrame({"drafted": [gamma] * 5, "accepted": [min(a, gamma) for a in accepted]})
+
+
+@dataclass
+class Worksheet:
+    rounds: int  # complete, valid rows
+    drafted: int
+    accepted: int
+    invalid: list[int]  # 1-based rows refused (accepted > drafted, negative counts)
+    blank: int  # rows with a missing count, ignored
+
+    @property
+    def alpha(self) -> float:
+        """α = accepted / drafted over all rounds."""
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+    @property
+    def mean_accepted(self) -> float:
+        """Accepted drafts per round."""
+        return self.accepted / self.rounds if self.rounds else 0.0
+
+    @property
+    def tokens_per_round(self) -> float:
+        """Accepted drafts plus the resampled or bonus token every round adds."""
+        return self.mean_accepted + 1 if self.rounds else 0.0
+
+    @property
+    def mean_gamma(self) -> float:
+        return self.drafted / self.rounds if self.rounds else 0.0
+
+
+def worksheet(frame: pd.DataFrame) -> Worksheet:
+    """Totals of a table of rounds with 'drafted' and 'accepted' counts, refusing impossible rows."""
+    rounds = drafted = accepted = blank = 0
+    invalid = []
+    for i, (d, a) in enumerate(zip(pd.to_numeric(frame["drafted"], errors="coerce"),
+                                   pd.to_numeric(frame["accepted"], errors="coerce")), 1):
+        if pd.isna(d) or pd.isna(a):
+            blank += 1
+        elif d < 0 or a < 0 or a > d or d != int(d) or a != int(a):
+            invalid.append(i)
+        else:
+            rounds, drafted, accepted = rounds + 1, drafted + int(d), accepted + int(a)
+    return Worksheet(rounds, drafted, accepted, invalid, blank)
+
+
+# --- measured runs on the curves -------------------------------------------------------------
+def find_comparisons(values: Mapping, max_depth: int = 6) -> list[tuple[str, Comparison]]:
+    """Every Comparison inside a mapping (such as st.session_state), however the pages stored it:
+    directly, in lists, tuples or dicts, or inside dataclasses such as a tolerance Sweep."""
+    found: dict[int, tuple[str, Comparison]] = {}
+
+    def walk(value, name: str, depth: int) -> None:
+        if isinstance(value, Comparison):
+            found.setdefault(id(value), (name, value))
+        elif depth >= max_depth:
+            return
+        elif isinstance(value, Mapping):
+            for k, v in value.items():
+                walk(v, f"{name} · {k}" if name else str(k), depth + 1)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                walk(v, name, depth + 1)
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            for f in dataclasses.fields(value):
+                walk(getattr(value, f.name), name, depth + 1)
+
+    walk(values, "", 0)
+    return list(found.values())
+
+
+def measured_points(values: Mapping) -> pd.DataFrame:
+    """One row per speculative comparison found: its mean γ, measured speedup, own α and c."""
+    rows = []
+    for name, c in find_comparisons(values):
+        run = c.spec
+        if not run.rounds or run.mean_gamma <= 0:
+            continue
+        mode = run.settings.get("verification", {}).get("mode", "exact")
+        rows.append({
+            "name": f"{name}: {run.draft} → {run.target}, {mode}",
+            "gamma": run.mean_gamma,
+            "speedup": c.speedup,
+            "alpha": run.acceptance_rate,
+            "cost_ratio": c.cost_ratio,
+            "theory": c.theoretical_speedup,
+        })
+    return pd.DataFrame(rows, columns=["name", "gamma", "speedup", "alpha", "cost_ratio", "theory"])
+
+
+# --- the speed/quality trade-off of relaxed verification -------------------------------------
+QUALITY_METRICS = {  # column of Sweep.frame() -> axis title
+    "agreement": "token agreement with exact",
+    "bleu": "BLEU vs exact (0-100)",
+    "rouge_l": "ROUGE-L F1 vs exact",
+    "log_likelihood": "target log-likelihood per token",
+}
+
+
+def _parameter_title(sweep: Sweep) -> str:
+    return f"tolerance τ (nats, top-{sweep.top_k})" if sweep.greedy else "lenience l (1 = exact; lower accepts more)"
+
+
+def speedup_vs_tolerance_figure(sweep: Sweep) -> go.Figure:
+    """Measured speedup and α at each tolerance, with the exact reference as dashed lines."""
+    frame = sweep.frame().iloc[1:]
+    ref = sweep.reference
+    fig = go.Figure()
+    fig.add_scatter(x=frame["value"], y=frame["speedup"], mode="lines+markers", name="speedup (measured)",
+                    line=dict(color=P_COLOUR), marker=dict(symbol="circle", size=9))
+    fig.add_scatter(x=frame["value"], y=frame["alpha"], mode="lines+markers", name="α (acceptance)", yaxis="y2",
+                    line=dict(color=MEASURED_COLOUR, dash="dot"), marker=dict(symbol="triangle-up", size=9))
+    fig.add_hline(y=ref.speedup, line_dash="dash", line_color=EXACT_COLOUR,
+                  annotation_text=f"exact: {ref.speedup:.2f}×, α={ref.alpha:.2f}", annotation_position="top left")
+    fig.update_layout(yaxis=dict(rangemode="tozero"), yaxis2=dict(overlaying="y", side="right", title="α", range=[0, 1.05]))
+    if not sweep.greedy:
+        fig.update_xaxes(autorange="reversed")
+    return _layout(fig, "Speed: relaxing verification", _parameter_title(sweep), "speedup (×)")
+
+
+def quality_vs_tolerance_figure(sweep: Sweep) -> go.Figure:
+    """Agreement, BLEU/100 and ROUGE-L on [0, 1]; log-likelihood on its own axis, exact dashed."""
+    frame = sweep.frame().iloc[1:]
+    ref = sweep.reference
+    fig = go.Figure()
+    styles = {"agreement": ("circle", "#1b9e77"), "bleu": ("square", "#7570b3"), "rouge_l": ("diamond", "#e7298a")}
+    for column, (symbol, colour) in styles.items():
+        scale = 100 if column == "bleu" else 1
+        fig.add_scatter(x=frame["value"], y=frame[column] / scale, mode="lines+markers", marker=dict(symbol=symbol, size=9),
+                        line=dict(color=colour), name="BLEU / 100" if column == "bleu" else QUALITY_METRICS[column])
+    fig.add_scatter(x=frame["value"], y=frame["log_likelihood"], mode="lines+markers", yaxis="y2",
+                    name="log-likelihood (right axis)", line=dict(color=P_COLOUR, dash="dot"), marker=dict(symbol="x", size=9))
+    fig.add_hline(y=ref.quality.log_likelihood, yref="y2", line_dash="dash", line_color=EXACT_COLOUR,
+                  annotation_text=f"exact log-likelihood {ref.quality.log_likelihood:.2f}", annotation_position="bottom left")
+    fig.update_layout(yaxis=dict(range=[0, 1.05]), yaxis2=dict(overlaying="y", side="right", title="mean log p per token"))
+    if not sweep.greedy:
+        fig.update_xaxes(autorange="reversed")
+    return _layout(fig, "Quality: drift from the exact output", _parameter_title(sweep), "score (1 = same as exact)")
+
+
+def speedup_quality_figure(sweep: Sweep, metric: str = "bleu") -> go.Figure:
+    """Speedup against one quality metric: each tolerance a point, exact mode the reference star."""
+    frame = sweep.frame()
+    ref, points = frame.iloc[:1], frame.iloc[1:]
+    fig = go.Figure()
+    fig.add_scatter(x=points[metric], y=points["speedup"], mode="markers+text+lines", text=points["rule"],
+                    textposition="top center", name="relaxed", line=dict(color=P_COLOUR, dash="dot"),
+                    marker=dict(symbol="circle", size=10, color=P_COLOUR))
+    fig.add_scatter(x=ref[metric], y=ref["speedup"], mode="markers+text", text=["exact (reference)"],
+                    textposition="bottom center", name="exact (reference)",
+                    marker=dict(symbol="star", size=18, color=EXACT_COLOUR, line=dict(width=1, color="#222")))
+    fig.add_hline(y=1, line_dash="dash", line_color=Q_COLOUR)
+    return _layout(fig, "Speed vs quality", QUALITY_METRICS[metric], "speedup (×)")
+
+
+def sweep_table(sweep: Sweep) -> pd.DataFrame:
+    """The sweep's rows under readable column names."""
+    return sweep.frame().rename(columns={
+        "value": "τ" if sweep.greedy else "lenience", "alpha": "α", "mean_accepted": "tokens / round",
+        "speedup": "speedup (×)", "bleu": "BLEU", "rouge_l": "ROUGE-L", "log_likelihood": "log-likelihood",
+    })

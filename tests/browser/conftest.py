@@ -1,0 +1,84 @@
+"""Real-browser fixtures: a Streamlit server on a free port and Debian's Chromium via Playwright."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCREENSHOTS = ROOT / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "browser" in str(item.fspath):
+            item.add_marker(pytest.mark.browser)
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Debian's chromium is missing: run scripts/install.sh dev (the README's test command does)")
+    return {
+        **browser_type_launch_args,
+        "executable_path": CHROMIUM,
+        "args": ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"],
+    }
+
+
+@pytest.fixture(scope="session")
+def browser_context_args(browser_context_args):
+    return {**browser_context_args, "viewport": {"width": 1280, "height": 2000}}
+
+
+@pytest.fixture(scope="session")
+def app_url():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = open(ROOT / "screenshots" / "streamlit.log", "w") if SCREENSHOTS.mkdir(exist_ok=True) is None else None
+    server = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.address", "127.0.0.1",
+         "--server.port", str(port), "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        server.terminate()
+        pytest.fail("the Streamlit server did not become healthy in 60 s; see screenshots/streamlit.log")
+    yield url
+    server.terminate()
+    server.wait(timeout=20)
+    log.close()
+
+
+def wait_idle(page, timeout=180_000):
+    """Connected, script finished, no running indicator."""
+    page.wait_for_selector('[data-testid="stApp"][data-test-connection-state="CONNECTED"]', timeout=timeout)
+    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout)
+    page.wait_for_selector('[data-testid="stStatusWidget"]', state="detached", timeout=timeout)
+
+
+def background(page, status: str) -> str:
+    return page.locator(f"span.sv-{status}").first.evaluate("e => getComputedStyle(e).backgroundColor")
+
+
+def screenshot(page, name: str) -> Path:
+    SCREENSHOTS.mkdir(exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=str(path))
+    return path

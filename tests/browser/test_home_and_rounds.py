@@ -1,0 +1,43 @@
+"""Home and Rounds in Chromium: coloured tokens of every status, live runs, no exceptions."""
+
+from playwright.sync_api import expect
+
+from conftest import background, screenshot, wait_idle
+
+GREEN, RED, ORANGE, BLUE = "rgb(26, 152, 80)", "rgb(215, 48, 39)", "rgb(243, 156, 18)", "rgb(69, 117, 180)"
+
+
+def test_home_shows_recorded_run_then_a_live_one(page, app_url):
+    page.goto(app_url)
+    wait_idle(page)
+    expect(page.get_by_text("A recorded run")).to_be_visible()
+    assert background(page, "accepted") == GREEN
+    assert background(page, "rejected") == RED
+    assert background(page, "resampled") == ORANGE
+    assert background(page, "bonus") == BLUE
+    strike = page.locator("span.sv-rejected").first.evaluate("e => getComputedStyle(e).textDecorationLine")
+    assert "line-through" in strike  # colour is never the only cue
+    page.get_by_role("button", name="Run").first.click()
+    expect(page.get_by_text("Step through it round by round")).to_be_visible(timeout=240_000)
+    wait_idle(page)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    screenshot(page, "home")
+
+
+def test_rounds_page_runs_and_replays(page, app_url):
+    page.goto(f"{app_url}/Rounds")
+    wait_idle(page)
+    expect(page.get_by_text("Showing a run recorded by the project")).to_be_visible()
+    page.get_by_role("button", name="Run", exact=True).click()
+    expect(page.get_by_text("Identical to the target alone")).to_be_visible(timeout=240_000)
+    expect(page.get_by_text("Showing a run recorded by the project")).to_have_count(0)
+    wait_idle(page)
+    for status, colour in (("accepted", GREEN), ("resampled", ORANGE)):
+        assert background(page, status) == colour
+    hover = page.locator("span.sv-resampled").first.get_attribute("title")
+    assert "p (target)" in hover
+    page.get_by_role("button", name="◀ Back").click()
+    wait_idle(page)
+    expect(page.locator('[data-testid="stPlotlyChart"] .main-svg').first).to_be_attached()
+    assert page.locator('[data-testid="stException"]').count() == 0
+    screenshot(page, "rounds")

@@ -1,0 +1,74 @@
+"""End to end on the embedded SmolLM2-135M-Instruct (fp32, CPU): the product's own promises."""
+
+import json
+
+import pytest
+import torch
+
+from specviz import Decoding, build_drafter, generate, load_model
+from specviz.cli import BENCH_FIELDS, main
+from specviz.prompts import encode, load_prompt_set
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def smol():
+    return load_model("default")
+
+
+@pytest.fixture(scope="module")
+def prompts():
+    rows = load_prompt_set(split="eval")
+    return [next(r["prompt"] for r in rows if r["category"] == c) for c in ("chat", "code", "retrieval")]
+
+
+def test_baseline_is_the_targets_own_greedy_output(smol, prompts):
+    """Our target-alone loop gives exactly what transformers' greedy generate gives."""
+    settings = Decoding(max_new_tokens=24)
+    for prompt in prompts[:2]:
+        ours = generate(smol, None, prompt, settings)
+        ids = torch.tensor([encode(smol.tokenizer, prompt)])
+        theirs = smol.model.generate(ids, max_new_tokens=24, do_sample=False)[0, ids.shape[1]:].tolist()
+        assert ours.output_ids == theirs
+
+
+@pytest.mark.parametrize("draft", ["ngram", "layerskip:8", "target"])
+def test_greedy_speculative_output_is_identical(smol, prompts, draft):
+    settings = Decoding(gamma=4, max_new_tokens=40)
+    for prompt in prompts:
+        base = generate(smol, None, prompt, settings)
+        spec = generate(smol, build_drafter(draft, smol), prompt, settings)
+        assert spec.output_ids == base.output_ids, f"{draft} changed the output on {prompt[:40]!r}"
+        assert spec.drafted > 0 and len(spec.rounds) <= len(base.rounds)
+
+
+def test_layerskip_leaves_the_shared_target_untouched(smol, prompts):
+    layers = len(smol.model.model.layers)
+    before = generate(smol, None, prompts[0], Decoding(max_new_tokens=8)).output_ids
+    generate(smol, build_drafter("layerskip:4", smol), prompts[0], Decoding(max_new_tokens=8))
+    assert len(smol.model.model.layers) == layers
+    assert generate(smol, None, prompts[0], Decoding(max_new_tokens=8)).output_ids == before
+
+
+def test_cli_bench_writes_every_field(tmp_path, prompts, capsys):
+    source = tmp_path / "prompts.jsonl"
+    source.write_text("".join(json.dumps({"id": f"p{i}", "prompt": p}) + "\n" for i, p in enumerate(prompts[:2])))
+    out = tmp_path / "out.jsonl"
+    code = main(["bench", "--draft", "ngram", "--draft", "layerskip:6", "--prompts", str(source),
+                 "--max-new-tokens", "12", "--out", str(out)])
+    assert code == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 4 and {r["draft"] for r in rows} == {"ngram", "layerskip:6"}
+    for row in rows:
+        assert set(BENCH_FIELDS) <= set(row)
+        assert row["identical"] is True and row["text"] == row["baseline_text"]
+        assert row["new_tokens"] == 12 or row["text"]
+        assert row["speedup"] == pytest.approx(row["baseline_seconds"] / row["spec_seconds"])
+    assert "speedup" in capsys.readouterr().out
+
+
+def test_cli_run_prints_rounds_and_figures(capsys):
+    assert main(["run", "--draft", "ngram", "--prompt", "Say hello twice.", "--max-new-tokens", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "measured speedup" in out and "identical to target alone" in out and "|" in out
