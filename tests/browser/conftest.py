@@ -43,7 +43,8 @@ def app_url():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    log = open(ROOT / "screenshots" / "streamlit.log", "w") if SCREENSHOTS.mkdir(exist_ok=True) is None else None
+    SCREENSHOTS.mkdir(exist_ok=True)
+    log = open(SCREENSHOTS / "streamlit.log", "w")
     server = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.address", "127.0.0.1",
          "--server.port", str(port), "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
