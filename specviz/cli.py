@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from .config import Decoding, Sampling, Verification
-from .drafters import DRAFTERS, build_drafter
+from .drafters import build_drafter
 from .errors import SpecVizError
 from .measure import compare, timed, warm_up
 from .models import DEFAULT_TARGET, available_models, load_model

@@ -68,7 +68,6 @@ def generate(
     new: list[int] = []
     stopped_at_eos = False
     while len(new) < settings.max_new_tokens and not stopped_at_eos:
-        n = ids.shape[1]
         # 1. Draft up to γ tokens, none past max-new-tokens (verification always adds one more).
         t0 = clock()
         k = min(drafter.gamma, settings.max_new_tokens - len(new) - 1)
@@ -78,8 +77,8 @@ def generate(
         forward_input = torch.cat([ids[:, -1:], proposal.ids.view(1, -1)], dim=1)
         logits = target.model(forward_input, past_key_values=cache, use_cache=True).logits[0, :, :vocab]
         verdict = verify(logits, proposal.ids, proposal.probs, settings.sampling, settings.verification, generator)
-        # 3. Roll back. The target cache now holds n + k positions (n-1 before, k+1 fed); keep the n
-        #    committed ones and the accepted drafts, dropping the k - n_accepted rejected drafts.
+        # 3. Roll back. The cache held every committed token but the last and was fed k+1 more: it now
+        #    holds all committed tokens and the k drafts. Drop the k - n_accepted rejected drafts.
         drop_last(cache, proposal.ids.shape[0] - verdict.n_accepted)
         t2 = clock()
         drafter.feedback(verdict.n_accepted, proposal.ids.shape[0])

@@ -175,9 +175,36 @@ class Run:
                 for r in data["rounds"]
             ]
             names = {f.name for f in fields(cls)}
-            return cls(**{k: v for k, v in data.items() if k in names})
+            run = cls(**{k: v for k, v in data.items() if k in names})
+            _check_types(run)
+            return run
         except (KeyError, TypeError, ValueError) as exc:
             raise SpecVizError(f"the run record is damaged ({exc}); export it again from SpecViz") from None
+
+
+def _check_types(run: Run) -> None:
+    """Raise TypeError if a loaded record holds values of the wrong type (a hand-edited or damaged file)."""
+
+    def need(ok: bool, what: str) -> None:
+        if not ok:
+            raise TypeError(f"{what} has the wrong type")
+
+    def ints(values, what):
+        need(isinstance(values, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in values), what)
+
+    def numbers(values, what):
+        need(isinstance(values, list) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values), what)
+
+    ints(run.output_ids, "output_ids")
+    ints(run.prompt_ids, "prompt_ids")
+    numbers([run.seconds, run.prefill_seconds], "seconds")
+    need(isinstance(run.text, str) and isinstance(run.prompt, str) and isinstance(run.settings, dict), "text/prompt/settings")
+    for r in run.rounds:
+        ints([r.index, r.gamma, r.n_accepted, r.next_token, r.emitted], f"round {r.index} counts")
+        ints(r.drafted, f"round {r.index} drafted")
+        numbers(r.q + r.p + [r.next_p, r.draft_seconds, r.verify_seconds], f"round {r.index} probabilities/times")
+        need(len(r.q) == len(r.p) == len(r.drafted) and 0 <= r.n_accepted <= len(r.drafted), f"round {r.index} sizes")
+        need(r.next_kind in (RESAMPLED, BONUS, TARGET), f"round {r.index} next_kind")
 
 
 @dataclass

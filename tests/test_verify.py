@@ -9,12 +9,14 @@ import math
 
 import pytest
 import torch
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from conftest import goodness_of_fit
+from tiny import goodness_of_fit
 from specviz.config import Sampling, Verification
 from specviz.verify import distribution, residual, shape_logits, verify
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 GREEDY = Sampling()
 SAMPLE = Sampling(temperature=1.0)  # softmax(logits) untouched: logits = log p gives exactly p

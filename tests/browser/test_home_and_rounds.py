@@ -2,7 +2,7 @@
 
 from playwright.sync_api import expect
 
-from conftest import background, screenshot, wait_idle
+from browser_helpers import background, screenshot, wait_idle
 
 GREEN, RED, ORANGE, BLUE = "rgb(26, 152, 80)", "rgb(215, 48, 39)", "rgb(243, 156, 18)", "rgb(69, 117, 180)"
 

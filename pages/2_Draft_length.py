@@ -1,0 +1,96 @@
+"""Draft length: sweep γ and see where speculation pays most, measured beside the theory."""
+
+import streamlit as st
+
+from specviz import sweeps, theory, ui
+from specviz.views import sweep_charts
+
+st.set_page_config(page_title="Draft length · SpecViz", page_icon="🔎", layout="wide")
+st.title("Draft length γ — how far ahead should the draft guess?")
+st.write("A longer draft gains more tokens per target pass when it is accepted, but every drafted token costs time "
+         "and acceptance decays along the draft: the speedup rises, peaks and falls. Here it is measured at each γ "
+         "against the target alone, beside the standard model's prediction (1−α^(γ+1))/((1−α)(γc+1)).")
+ui.sidebar_device()
+
+with st.sidebar:
+    st.header("Sweep settings")
+    target = st.selectbox("Target", ui.target_options(), key="dl-target")
+    draft = st.selectbox("Draft", ui.draft_options(), key="dl-draft")
+    low, high = st.slider("Draft lengths γ", 1, 12, (1, 8), key="dl-gammas")
+    repeats = st.slider("Repeats per point (median time)", 1, 5, 1, key="dl-repeats")
+    settings = None
+    with ui.error_box("use these settings"):
+        settings = ui.decoding_controls("dl", with_gamma=False)
+
+presets = {row["id"]: row for rows in ui.presets().values() for row in rows}
+picked = st.multiselect("Prompts (evaluation presets; every γ runs on each)", list(presets), default=list(presets)[:1],
+                        key="dl-prompts", format_func=lambda i: f"{presets[i]['category']} · {presets[i]['prompt'][:90]}")
+own = st.text_area("…and/or a prompt of your own", key="dl-own", height=70)
+prompts = [presets[i]["prompt"] for i in picked] + ([own] if own.strip() else [])
+
+state = st.session_state
+run_col, stop_col = st.columns([1, 5])
+run_clicked = run_col.button("Run sweep", type="primary", key="dl-run", disabled=settings is None)
+stop_col.button("Stop", key="dl-stop", help="Ends the sweep after the point being measured; the points done are kept")
+if run_clicked and settings is not None:
+    sweep = state["dl-sweep"] = {"target": target, "draft": draft, "prompts": prompts, "settings": settings,
+                                 "gammas": list(range(low, high + 1)), "points": []}
+    progress = st.progress(0.0, text="Loading models and measuring the target alone…")
+
+    def on_point(point: sweeps.Point, done: int, total: int) -> None:
+        sweep["points"].append(point)  # kept before any redraw, so a stop or rerun keeps it
+        c = point.comparison
+        progress.progress(done / total, text=f"{done} of {total}: γ={point.gamma} on prompt {point.prompt_index + 1} — "
+                                             f"α={c.spec.acceptance_rate:.2f}, {c.speedup:.2f}×")
+
+    with ui.error_box("run the sweep"):
+        model = ui.get_target(target)
+        sweeps.gamma_sweep(model, draft, prompts, sweep["gammas"], settings, load=ui.loader(), on_point=on_point,
+                           repeats=repeats)
+
+sweep = state.get("dl-sweep")
+if not sweep or not sweep["points"]:
+    st.info("Pick a draft, one or more prompts and a range of γ, then press **Run sweep**. The target alone is "
+            "measured once per prompt; every γ is timed against it.")
+    st.stop()
+
+points = sweep["points"]
+planned = len(sweep["prompts"]) * len(sweep["gammas"])
+if len(points) < planned:
+    st.warning(f"Partial sweep: {len(points)} of {planned} points were measured before it stopped; they are shown below.")
+table = sweeps.gamma_table(points)
+best = sweeps.best_gamma(table)
+alpha, c = sweeps.overall_alpha_c(points)
+best_row = table[table["best"]].iloc[0]
+s = sweep["settings"]
+st.caption(f"{sweep['draft']} → {sweep['target']} · {len(sweep['prompts'])} prompt(s) · γ {sweep['gammas'][0]}–"
+           f"{sweep['gammas'][-1]} · {s.max_new_tokens} new tokens · temperature {s.sampling.temperature:g} · "
+           f"{s.verification.mode} verification · {points[0].comparison.spec.device}")
+m1, m2, m3, m4 = st.columns(4)
+m1.metric("best γ (measured)", best, help="the γ with the highest measured speedup over all prompts")
+m2.metric("speedup at best γ", f"{best_row['speedup']:.2f}×", help="total target-alone seconds ÷ total speculative seconds")
+m3.metric("α over the sweep", f"{alpha:.2f}", help=f"accepted ÷ drafted over every point; mean c = {c:.3f}")
+m4.metric("best γ in theory", theory.optimal_gamma(alpha, c, max_gamma=sweep["gammas"][-1]),
+          help="argmax over the swept range of (1−α^(γ+1))/((1−α)(γc+1)) with the sweep's α and c, the "
+               "verification pass costed as one target step")
+if not table["identical"].all() and s.verification.mode == "exact" and s.sampling.temperature == 0:
+    st.warning("Some outputs differ from the target alone: low precision can flip near ties.")
+
+st.plotly_chart(sweep_charts.speedup_figure(table, alpha, c, best), key="dl-speedup")
+left, right = st.columns(2)
+left.plotly_chart(sweep_charts.alpha_figure(table), key="dl-alpha")
+right.plotly_chart(sweep_charts.position_figure(points), key="dl-bypos")
+left.plotly_chart(sweep_charts.throughput_figure(table), key="dl-throughput")
+st.dataframe(table, hide_index=True, key="dl-table", column_config={
+    "gamma": "γ", "alpha": st.column_config.NumberColumn("α", format="%.2f"),
+    "mean_accepted": st.column_config.NumberColumn("tokens / round", format="%.2f"),
+    "speedup": st.column_config.NumberColumn("measured speedup", format="%.2f×"),
+    "theoretical_speedup": st.column_config.NumberColumn("theory", format="%.2f×"),
+    "c": st.column_config.NumberColumn("c", format="%.3f"),
+    "verify_cost": st.column_config.NumberColumn("verify cost (steps)", format="%.2f"),
+    "draft_ms_per_token": st.column_config.NumberColumn("draft ms / token", format="%.2f"),
+    "tokens_per_s": st.column_config.NumberColumn("tokens / s", format="%.1f"),
+    "baseline_tokens_per_s": st.column_config.NumberColumn("target alone tokens / s", format="%.1f"),
+    "best": "best γ",
+})
+ui.export_buttons(sweeps.comparisons(points), "draft-length")

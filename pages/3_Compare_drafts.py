@@ -1,0 +1,116 @@
+"""Compare drafts: several drafters on the same prompts, seed and γ, against one shared baseline."""
+
+import streamlit as st
+
+from specviz import sweeps, ui
+from specviz.views import figures, sweep_charts, tokens
+
+st.set_page_config(page_title="Compare drafts · SpecViz", page_icon="🔎", layout="wide")
+st.title("Compare drafts — accuracy against cost")
+st.write("The best draft is not the most accurate one: speedup needs a high acceptance α *and* a low cost c per "
+         "drafted token, so a fast, weaker draft can beat a strong, slow one. Each drafter here runs on the same "
+         "prompts with the same γ and seed, timed against the same target-alone baseline.")
+ui.sidebar_device()
+
+options = ui.draft_options()
+default = ([options[0], "ngram", "layerskip:8"] if options[0] != "ngram" else ["ngram", "layerskip:8", "target"])
+with st.sidebar:
+    st.header("Comparison settings")
+    target = st.selectbox("Target", ui.target_options(), key="cmp-target")
+    drafts = st.multiselect(f"Drafters ({sweeps.MIN_DRAFTS} to {sweeps.MAX_DRAFTS})", options, default=default,
+                            key="cmp-drafts", max_selections=sweeps.MAX_DRAFTS)
+    repeats = st.slider("Repeats per run (median time)", 1, 5, 1, key="cmp-repeats")
+    settings = None
+    with ui.error_box("use these settings"):
+        settings = ui.decoding_controls("cmp")
+
+presets = {row["id"]: row for rows in ui.presets().values() for row in rows}
+picked = st.multiselect("Prompts (evaluation presets; every drafter runs on each)", list(presets),
+                        default=list(presets)[:1], key="cmp-prompts",
+                        format_func=lambda i: f"{presets[i]['category']} · {presets[i]['prompt'][:90]}")
+own = st.text_area("…and/or a prompt of your own", key="cmp-own", height=70)
+prompts = [presets[i]["prompt"] for i in picked] + ([own] if own.strip() else [])
+
+valid = sweeps.MIN_DRAFTS <= len(drafts) <= sweeps.MAX_DRAFTS
+if not valid:
+    st.warning(f"Pick {sweeps.MIN_DRAFTS} to {sweeps.MAX_DRAFTS} drafters to compare in the sidebar "
+               f"({len(drafts)} picked).", icon="⚠️")
+state = st.session_state
+run_col, stop_col = st.columns([1, 5])
+run_clicked = run_col.button("Run comparison", type="primary", key="cmp-run", disabled=not valid or settings is None)
+stop_col.button("Stop", key="cmp-stop", help="Ends the comparison after the run being measured; the runs done are kept")
+if run_clicked and valid and settings is not None:
+    result = state["cmp-result"] = {"target": target, "drafts": list(drafts), "prompts": prompts, "settings": settings,
+                                    "points": [], "parameters": {}}
+    progress = st.progress(0.0, text="Loading models and measuring the target alone…")
+
+    def on_point(point: sweeps.Point, done: int, total: int) -> None:
+        result["points"].append(point)  # kept before any redraw, so a stop or rerun keeps it
+        c = point.comparison
+        progress.progress(done / total, text=f"{done} of {total}: {point.draft} on prompt {point.prompt_index + 1} — "
+                                             f"α={c.spec.acceptance_rate:.2f}, {c.speedup:.2f}×")
+
+    with ui.error_box("run the comparison"):
+        model = ui.get_target(target)
+        result["parameters"] = {d: sweeps.draft_parameters(d, model, ui.loader()) for d in drafts}
+        sweeps.compare_drafts(model, drafts, prompts, settings, load=ui.loader(), on_point=on_point, repeats=repeats)
+
+result = state.get("cmp-result")
+if not result or not result["points"]:
+    st.info("Pick 2 to 4 drafters and one or more prompts, then press **Run comparison**.")
+    st.stop()
+
+points = result["points"]
+planned = len(result["prompts"]) * len(result["drafts"])
+if len(points) < planned:
+    st.warning(f"Partial comparison: {len(points)} of {planned} runs were measured before it stopped; they are shown.")
+table = sweeps.draft_table(points, result["parameters"])
+s = result["settings"]
+st.caption(f"{', '.join(result['drafts'])} → {result['target']} · {len(result['prompts'])} prompt(s) · γ={s.gamma}"
+           f"{' (adaptive)' if s.adaptive else ''} · {s.max_new_tokens} new tokens · temperature "
+           f"{s.sampling.temperature:g} · seed {s.seed} · {s.verification.mode} verification · "
+           f"{points[0].comparison.spec.device}")
+winner = table.sort_values("speedup", ascending=False).iloc[0]
+strongest = table.sort_values("alpha", ascending=False).iloc[0]
+if winner["draft"] != strongest["draft"]:
+    st.success(f"**{winner['draft']}** is fastest ({winner['speedup']:.2f}×) though **{strongest['draft']}** is "
+               f"accepted more often (α {strongest['alpha']:.2f} vs {winner['alpha']:.2f}): its drafted tokens cost "
+               f"c = {winner['c']:.3f} target steps against {strongest['c']:.3f}.")
+else:
+    st.info(f"**{winner['draft']}** is both the most accepted (α {winner['alpha']:.2f}) and the fastest "
+            f"({winner['speedup']:.2f}×) here.")
+st.dataframe(table, hide_index=True, key="cmp-table", column_config={
+    "parameters": st.column_config.NumberColumn("draft parameters", format="compact"),
+    "draft_ms_per_token": st.column_config.NumberColumn("draft ms / token", format="%.2f"),
+    "c": st.column_config.NumberColumn("c", format="%.3f"),
+    "alpha": st.column_config.NumberColumn("α", format="%.2f"),
+    "mean_accepted": st.column_config.NumberColumn("tokens / round", format="%.2f"),
+    "speedup": st.column_config.NumberColumn("measured speedup", format="%.2f×"),
+    "theoretical_speedup": st.column_config.NumberColumn("theory", format="%.2f×"),
+    "tokens_per_s": st.column_config.NumberColumn("tokens / s", format="%.1f"),
+})
+
+
+@st.fragment
+def outputs():
+    """The outputs side by side, coloured by token status; switching prompt redraws only this part."""
+    shown = 0
+    if len(result["prompts"]) > 1:
+        shown = st.selectbox("Outputs for prompt", range(len(result["prompts"])), key="cmp-shown",
+                             format_func=lambda i: f"{i + 1} · {result['prompts'][i][:90]}")
+    ui.legend()
+    mine = [p for p in points if p.prompt_index == shown]
+    for column, point in zip(st.columns(len(mine) or 1), mine):
+        c = point.comparison
+        column.markdown(f"**{point.draft}**")
+        column.caption(f"α {c.spec.acceptance_rate:.2f} · {c.spec.mean_accepted_tokens:.2f} tokens / round · "
+                       f"{c.speedup:.2f}× · {figures.fidelity(c)[1]}")
+        column.html(tokens.output_html(c.spec))
+
+
+outputs()
+st.plotly_chart(sweep_charts.draft_bars_figure(table), key="cmp-bars")
+left, right = st.columns(2)
+left.plotly_chart(sweep_charts.latency_scatter_figure(table), key="cmp-scatter")
+right.plotly_chart(sweep_charts.position_figure(points, by="draft"), key="cmp-bypos")
+ui.export_buttons(sweeps.comparisons(points), "compare-drafts")

@@ -1,0 +1,155 @@
+"""The draft-length page and the γ sweep behind it.
+
+The sweep itself is checked on the tiny random models of conftest.py (milliseconds); the page is
+driven with AppTest on the real embedded SmolLM2 target, kept small: one prompt, 8 new tokens,
+γ from 1 to 3, the n-gram drafter.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from specviz import sweeps, theory
+from specviz.config import Decoding
+from specviz.errors import SpecVizError
+from specviz.prompts import load_prompt_set
+
+from tiny import PROMPTS
+
+PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "2_Draft_length.py")
+TIMEOUT = 300  # one script run: the first loads (and may convert) the embedded target
+
+
+# --- the sweep, on tiny models ------------------------------------------------------------------
+def test_sweep_measures_one_baseline_per_prompt_shared_by_every_gamma(target, load):
+    done = []
+    points = sweeps.gamma_sweep(target, "tiny-draft", list(PROMPTS[:2]), [3, 1, 2], Decoding(max_new_tokens=10),
+                                load=load, on_point=lambda p, n, total: done.append((n, total)))
+    assert [(p.prompt_index, p.gamma) for p in points] == [(0, 1), (0, 2), (0, 3), (1, 1), (1, 2), (1, 3)]
+    assert done == [(n, 6) for n in range(1, 7)]
+    for index in (0, 1):
+        baselines = {id(p.comparison.baseline) for p in points if p.prompt_index == index}
+        assert len(baselines) == 1, "each γ must be timed against the same baseline run"
+    assert points[0].comparison.baseline is not points[3].comparison.baseline
+    assert all(p.comparison.spec.settings["gamma"] == p.gamma for p in points)
+    assert all(p.comparison.identical for p in points), "greedy exact verification must keep the target's output"
+
+
+def test_a_stopped_sweep_returns_the_points_done(target, load):
+    seen = []
+    points = sweeps.gamma_sweep(target, "tiny-draft", list(PROMPTS[:2]), [1, 2, 3], Decoding(max_new_tokens=8),
+                                load=load, on_point=lambda p, n, total: seen.append(p), should_stop=lambda: len(seen) >= 2)
+    assert [(p.prompt_index, p.gamma) for p in points] == [(0, 1), (0, 2)]
+    assert all(a is b for a, b in zip(points, seen)) and len(seen) == 2
+
+
+def test_gamma_table_pools_prompts_and_flags_the_best_gamma(target, load):
+    points = sweeps.gamma_sweep(target, "tiny-draft", list(PROMPTS[:2]), [1, 2], Decoding(max_new_tokens=10), load=load)
+    table = sweeps.gamma_table(points)
+    assert table["gamma"].tolist() == [1, 2]
+    for row in table.itertuples():
+        mine = [p.comparison for p in points if p.gamma == row.gamma]
+        assert row.speedup == pytest.approx(sum(c.baseline_seconds for c in mine) / sum(c.spec_seconds for c in mine))
+        assert row.alpha == pytest.approx(sum(c.spec.accepted for c in mine) / sum(c.spec.drafted for c in mine))
+        assert row.theoretical_speedup == pytest.approx(theory.expected_speedup(row.alpha, row.gamma, row.c))
+        assert row.prompts == 2
+    best = sweeps.best_gamma(table)
+    assert best == int(table.loc[table["speedup"].idxmax(), "gamma"])
+    assert table.loc[table["best"], "gamma"].tolist() == [best]
+
+
+@pytest.mark.parametrize("draft, prompts, gammas", [
+    ("tiny-draft", [PROMPTS[0]], [0, 2]),  # γ out of range
+    ("tiny-draft", [PROMPTS[0]], []),  # no γ
+    ("tiny-draft", [], [1, 2]),  # no prompt
+    ("no-such-draft", [PROMPTS[0]], [1]),
+])
+def test_sweep_refuses_bad_input_before_running_anything(target, load, draft, prompts, gammas):
+    calls = []
+    with pytest.raises(SpecVizError):
+        sweeps.gamma_sweep(target, draft, prompts, gammas, Decoding(max_new_tokens=8), load=load,
+                           on_point=lambda *a: calls.append(a))
+    assert calls == []
+
+
+# --- the page, on the embedded target -------------------------------------------------------------
+def chart(at: AppTest, title: str) -> dict:
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    found = [s for s in specs if s["layout"]["title"]["text"].startswith(title)]
+    assert found, f"no chart titled {title!r} among {[s['layout']['title']['text'] for s in specs]}"
+    return found[0]
+
+
+def trace(spec: dict, name: str) -> dict:
+    found = [d for d in spec["data"] if d.get("name", "").startswith(name)]
+    assert found, f"no trace {name!r} in {[d.get('name') for d in spec['data']]}"
+    return found[0]
+
+
+@pytest.fixture()
+def sweep_page() -> AppTest:
+    at = AppTest.from_file(PAGE, default_timeout=TIMEOUT)
+    at.run()
+    assert not at.exception
+    return at
+
+
+@pytest.mark.slow
+def test_sweep_page_plots_and_tabulates_every_measured_gamma(sweep_page):
+    at = sweep_page
+    assert not at.get("plotly_chart"), "nothing is plotted before a sweep"
+    assert "Run sweep" in at.info[0].value
+    prompt = load_prompt_set("chat", "eval")[0]
+    at.selectbox(key="dl-draft").set_value("ngram")
+    at.multiselect(key="dl-prompts").set_value([prompt["id"]])
+    at.slider(key="dl-gammas").set_value((1, 3))
+    at.slider(key="dl-maxnew").set_value(8)
+    at.button(key="dl-run").click().run()
+    assert not at.exception
+    assert not at.error, [e.value for e in at.error]
+
+    table = at.dataframe[0].value
+    assert table["gamma"].tolist() == [1, 2, 3], "one row per γ of the range"
+    assert (table["prompts"] == 1).all() and table["identical"].all()
+    best = int(table.loc[table["speedup"].idxmax(), "gamma"])
+    assert table.loc[table["best"], "gamma"].tolist() == [best]
+    assert at.metric[0].label == "best γ (measured)" and at.metric[0].value == str(best)
+    assert at.get("progress")[0].proto.value == 100
+
+    speedup = chart(at, "Speedup vs γ")
+    measured = trace(speedup, "measured")
+    assert measured["x"] == [1, 2, 3]
+    assert measured["y"] == pytest.approx(table["speedup"].tolist())
+    star = trace(speedup, "best γ")
+    assert star["x"] == [best] and star["y"] == pytest.approx([table.loc[table["gamma"] == best, "speedup"].item()])
+    curve = trace(speedup, "theory (1−α")
+    assert curve["x"][0] == 1 and curve["x"][-1] == 3 and len(curve["x"]) > 10, "a smooth curve over γ 1..3"
+    assert all(y > 0 for y in curve["y"])
+    own = trace(speedup, "theory at each γ")
+    assert own["y"] == pytest.approx([theory.expected_speedup(r.alpha, r.gamma, r.c) for r in table.itertuples()])
+
+    alpha = chart(at, "Acceptance α and tokens per round")
+    assert trace(alpha, "α")["y"] == pytest.approx(table["alpha"].tolist())
+    assert trace(alpha, "tokens per round")["y"] == pytest.approx(table["mean_accepted"].tolist())
+    by_position = chart(at, "Acceptance by draft position")
+    assert [d["name"] for d in by_position["data"]] == ["γ=1", "γ=2", "γ=3"]
+    assert chart(at, "Tokens per second")["data"][0]["y"] == pytest.approx(table["tokens_per_s"].tolist())
+    assert len(at.get("download_button")) == 3
+
+    at.run()  # any later rerun (a control moved, a stop) shows the kept points without measuring again
+    assert not at.exception
+    assert at.dataframe[0].value.equals(table)
+    assert trace(chart(at, "Speedup vs γ"), "measured")["y"] == measured["y"]
+
+
+@pytest.mark.slow
+def test_sweep_without_a_prompt_shows_an_error_box_not_a_traceback(sweep_page):
+    at = sweep_page
+    at.multiselect(key="dl-prompts").set_value([])
+    at.slider(key="dl-maxnew").set_value(8)
+    at.button(key="dl-run").click().run()
+    assert not at.exception
+    assert len(at.error) == 1 and "Could not run the sweep" in at.error[0].value and "prompt" in at.error[0].value
+    assert not at.get("plotly_chart")
