@@ -43,7 +43,7 @@ if run_clicked and settings is not None:
         progress.progress(done / total, text=f"{done} of {total}: γ={point.gamma} on prompt {point.prompt_index + 1} — "
                                              f"α={c.spec.acceptance_rate:.2f}, {c.speedup:.2f}×")
 
-    with ui.error_box("run the sweep"):
+    with ui.error_box("run the sweep"), ui.exclusive():
         model = ui.get_target(target)
         sweeps.gamma_sweep(model, draft, prompts, sweep["gammas"], settings, load=ui.loader(), on_point=on_point,
                            repeats=repeats)

@@ -50,7 +50,7 @@ if run_clicked and valid and settings is not None:
         progress.progress(done / total, text=f"{done} of {total}: {point.draft} on prompt {point.prompt_index + 1} — "
                                              f"α={c.spec.acceptance_rate:.2f}, {c.speedup:.2f}×")
 
-    with ui.error_box("run the comparison"):
+    with ui.error_box("run the comparison"), ui.exclusive():
         model = ui.get_target(target)
         result["parameters"] = {d: sweeps.draft_parameters(d, model, ui.loader()) for d in drafts}
         sweeps.compare_drafts(model, drafts, prompts, settings, load=ui.loader(), on_point=on_point, repeats=repeats)

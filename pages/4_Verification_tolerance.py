@@ -44,7 +44,7 @@ st.caption(f"{len(values) + 1} runs of {len(prompts)} prompt(s) after one baseli
            + ". Leaving the page or changing a control stops the sweep; the points done are kept.")
 if st.button("Run sweep", type="primary", key="tol-run", disabled=settings is None):
     state.pop("tol-sweep", None)
-    with ui.error_box("run the sweep"):
+    with ui.error_box("run the sweep"), ui.exclusive():
         model = ui.get_target(target)
         make = lambda: build_drafter(draft, model, ui.loader())  # noqa: E731 — a fresh drafter per run
         make()  # refuse an unknown or incompatible draft before timing anything

@@ -9,12 +9,14 @@ import argparse
 import json
 import statistics
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from .config import Decoding, Sampling, Verification
 from .drafters import build_drafter
 from .errors import SpecVizError
-from .measure import compare, timed, warm_up
+from .measure import WARMUP_TOKENS, compare, timed, warm_up
+from .peer import hf_generate
 from .models import DEFAULT_TARGET, available_models, load_model
 from .prompts import read_jsonl
 from .records import ACCEPTED, BONUS, REJECTED, RESAMPLED, TARGET, Comparison
@@ -70,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--prompts", required=True, help="JSONL file, one object per line with id and prompt")
     bench.add_argument("--out", required=True, help="JSONL file to write")
     bench.add_argument("--limit", type=int, default=0, help="use only the first N prompts")
+    bench.add_argument("--compare-hf", action="store_true",
+                       help="also time transformers' generate with the same drafter and γ (assisted / prompt lookup)")
     return parser
 
 
@@ -199,15 +203,23 @@ def cmd_bench(args) -> int:
     warm_up(target, None, first, settings)
     for make in makers.values():
         warm_up(target, make, first, settings)
+    if args.compare_hf:
+        short = replace(settings, max_new_tokens=WARMUP_TOKENS)
+        hf_generate(target, None, first, short)
+        for make in makers.values():
+            hf_generate(target, make(), first, short)
     rows = []
     with out_path.open("w", encoding="utf-8") as out, tqdm(total=len(prompts) * len(makers), file=sys.stderr, unit="run") as bar:
         for item in prompts:
             baseline = timed(target, None, item["prompt"], settings, args.repeats)
+            hf_base = _hf_timed(target, None, item["prompt"], settings, args.repeats) if args.compare_hf else None
             for spec, make in makers.items():
                 bar.set_description(f"{item['id']} {spec}")
                 c = compare(target, make, item["prompt"], settings, baseline=baseline, repeats=args.repeats, warm=False)
                 row = {"id": item["id"], "category": item.get("category"), **c.summary()}
                 row.update(draft=spec, gamma=settings.gamma, text=c.spec.text, baseline_text=c.baseline.text)
+                if args.compare_hf:
+                    row.update(_hf_fields(c, hf_base, _hf_timed(target, make(), item["prompt"], settings, args.repeats)))
                 row = {**{k: row[k] for k in BENCH_FIELDS}, **{k: v for k, v in row.items() if k not in BENCH_FIELDS}}
                 out.write(json.dumps(row) + "\n")
                 out.flush()
@@ -215,6 +227,27 @@ def cmd_bench(args) -> int:
                 bar.update()
     print_summary(rows)
     return 0
+
+
+def _hf_timed(target, drafter, prompt, settings, repeats) -> tuple[list[int], float]:
+    """transformers' output and the median of its wall times."""
+    runs = [hf_generate(target, drafter, prompt, settings) for _ in range(max(1, repeats))]
+    return runs[0][0], statistics.median(seconds for _, seconds in runs)
+
+
+def _hf_fields(c: Comparison, hf_base, hf_spec) -> dict:
+    """Ratios to transformers: tokens/s of ours ÷ theirs, same drafter and γ (and for the baseline)."""
+    (base_ids, base_s), (spec_ids, spec_s) = hf_base, hf_spec
+    ours_spec, ours_base = c.spec.new_tokens / c.spec_seconds, c.baseline.new_tokens / c.baseline_seconds
+    return {
+        "hf_seconds": spec_s,
+        "hf_identical": spec_ids == c.spec.output_ids,
+        "hf_speedup": base_s / spec_s if spec_s else 0.0,
+        "hf_baseline_seconds": base_s,
+        "hf_baseline_identical": base_ids == c.baseline.output_ids,
+        "ratio_vs_hf": ours_spec / (len(spec_ids) / spec_s) if spec_ids else 0.0,
+        "baseline_ratio_vs_hf": ours_base / (len(base_ids) / base_s) if base_ids else 0.0,
+    }
 
 
 def print_summary(rows: list[dict]) -> None:
@@ -227,6 +260,14 @@ def print_summary(rows: list[dict]) -> None:
             f"{mean('cost_ratio'):>6.3f} {statistics.median(r['speedup'] for r in mine):>10.2f}x "
             f"{mean('speedup'):>5.2f}x {sum(r['identical'] for r in mine):>5}/{len(mine)}"
         )
+    if rows and "ratio_vs_hf" in rows[0]:
+        print("\nversus transformers' generate (same drafter, γ, prompts; medians over prompts):")
+        print(f"{'draft':<22} {'ours/HF tok/s':>13} {'HF speedup':>10} {'HF identical':>12} {'baseline ours/HF':>16}")
+        for draft in dict.fromkeys(r["draft"] for r in rows):
+            mine = [r for r in rows if r["draft"] == draft]
+            med = lambda k: statistics.median(r[k] for r in mine)  # noqa: E731
+            print(f"{draft:<22} {med('ratio_vs_hf'):>13.3f} {med('hf_speedup'):>9.2f}x "
+                  f"{sum(r['hf_identical'] for r in mine):>8}/{len(mine)} {med('baseline_ratio_vs_hf'):>16.3f}")
 
 
 COMMANDS = {"models": cmd_models, "run": cmd_run, "bench": cmd_bench}

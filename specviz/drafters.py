@@ -182,7 +182,7 @@ def layer_skip_view(model: torch.nn.Module, n_layers: int) -> torch.nn.Module:
             setattr(view, child_name, child)
     if any(t.is_meta for t in list(view.parameters()) + list(view.buffers())):
         raise ConfigError(f"cannot build a layer-skip view of {type(model).__name__}")
-    view.generation_config = model.generation_config
+    view.generation_config = copy.deepcopy(model.generation_config)  # HF assisted generation writes to it
     return view.eval()
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 from pathlib import Path
 
 import pandas as pd
@@ -33,6 +34,26 @@ DEMO_RUN = ASSETS / "demo" / "rounds.json"
 def cached_model(name: str, device: str = "auto", dtype: str = "auto"):
     """Loaded once per process and shared by all sessions: read-only from here on."""
     return load_model(name, device, dtype)
+
+
+@st.cache_resource(show_spinner=False)
+def _model_lock() -> threading.Lock:
+    return threading.Lock()
+
+
+@contextlib.contextmanager
+def exclusive():
+    """One measured run at a time in this process: sessions running at once on the same CPU/GPU
+    would slow each other down and make every timing wrong. A second session waits its turn."""
+    lock = _model_lock()
+    if not lock.acquire(blocking=False):
+        note = st.info("Another browser session is running a model on this machine; yours starts when it ends…")
+        lock.acquire()
+        note.empty()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def loader(device: str = "auto", dtype: str = "auto"):
@@ -127,7 +148,7 @@ def measured_run(target_name: str, draft: str, prompt: str, settings: Decoding, 
     make()  # refuse an unknown or incompatible draft before timing anything
     baselines = st.session_state.setdefault("baselines", {})
     key = baseline_key(target_name, prompt, settings)
-    with st.spinner(f"Running {draft} (γ={settings.gamma}) and the target alone…"):
+    with exclusive(), st.spinner(f"Running {draft} (γ={settings.gamma}) and the target alone…"):
         if key not in baselines:
             measure.warm_up(target, None, prompt, settings)
             baselines[key] = measure.timed(target, None, prompt, settings, repeats)

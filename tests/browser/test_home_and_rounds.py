@@ -29,12 +29,12 @@ def test_rounds_page_runs_and_replays(page, app_url):
     wait_idle(page)
     expect(page.get_by_text("Showing a run recorded by the project")).to_be_visible()
     page.get_by_role("button", name="Run", exact=True).click()
-    expect(page.get_by_text("Identical to the target alone")).to_be_visible(timeout=240_000)
-    expect(page.get_by_text("Showing a run recorded by the project")).to_have_count(0)
+    expect(page.get_by_text("Showing a run recorded by the project")).to_have_count(0, timeout=240_000)
+    expect(page.get_by_text("Identical to the target alone")).to_be_visible()
     wait_idle(page)
     for status, colour in (("accepted", GREEN), ("resampled", ORANGE)):
         assert background(page, status) == colour
-    hover = page.locator("span.sv-resampled").first.get_attribute("title")
+    hover = page.locator('span.sv-resampled[title*="round"]').first.get_attribute("title")
     assert "p (target)" in hover
     page.get_by_role("button", name="◀ Back").click()
     wait_idle(page)

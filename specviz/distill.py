@@ -1,0 +1,719 @@
+"""Distilling tiny drafts for a target that has no small sibling, and shipping them.
+
+Notation as everywhere: p = target distribution, q = draft distribution, γ (`gamma`) = draft length,
+α (`alpha`) = acceptance rate, c = draft/target cost ratio.
+
+A draft pays off only when it is far cheaper than the target (small c) and still agrees with it
+often (high α). For SmolLM2-135M on a CPU even the target's output head (576 x 49152) is a fifth of a
+target step, so the draft has a small hidden size with the full vocabulary, one to three layers,
+and an embedding initialised from the target's own (projected onto its top principal directions)
+and tied to its head. Three stages, each resumable:
+
+1. data: the target answers the TRAIN prompts itself, greedily once per prompt (the lab's default
+   decoding) and with K samples for volume, recording its top-k log p at every answer position.
+   Rows are cached in the work folder, so a rerun generates only what is missing.
+2. train: the draft learns q ≈ p by cross-entropy to the target's top-k p (the target's tokens
+   carry most of that mass), AdamW with warm-up and a cosine schedule, bf16 matmuls where the
+   hardware has them, a loss log and checkpoints it resumes from.
+3. save and evaluate: an fp16 transformers folder with the target's tokenizer and a model card
+   with α, mean accepted tokens, c and the measured speedup on the EVAL prompts (never trained on).
+
+`add_arguments` and `run` are the `python -m specviz distill` subcommand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import re
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from .config import Decoding
+from .errors import ConfigError, SpecVizError
+from .models import ROOT, SHIPPED_DRAFTS, LoadedModel, load_model
+from .prompts import CATEGORIES, encode, load_prompt_set
+
+WORK_DIR = ROOT / "artifacts" / "distill"  # generated data, checkpoints and loss logs (git-ignored)
+DATA_FORMAT = 1  # bump when the cached rows change shape
+
+
+@dataclass(frozen=True)
+class DistillConfig:
+    """One distillation: the draft's shape, the data, the optimiser and where things go."""
+
+    target: str = "default"  # the model the draft learns to imitate (and whose tokenizer it shares)
+    name: str = ""  # the draft's folder name; "" = smol-draft-<layers>l<hidden>
+    layers: int = 2  # decoder layers: each adds little cost next to the vocabulary head
+    hidden: int = 256  # hidden size; the tied head (hidden x vocab) dominates the draft's cost
+    heads: int = 0  # attention heads; 0 = hidden / 64 (the target's head size), at least 1
+    kv_heads: int = 0  # key/value heads; 0 = half the heads (grouped-query, as the target), at least 1
+    intermediate: int = 0  # MLP width; 0 = 4 x hidden (cheap beside the head, so generous)
+    steps: int = 400  # optimiser steps
+    batch_size: int = 16  # sequences (prompt + answer) per step
+    seq_len: int = 384  # tokens kept per sequence; the longest train prompt plus 128 answer tokens fit
+    lr: float = 2e-3  # peak AdamW learning rate (tiny models take a high one)
+    warmup: int = 30  # linear warm-up steps, then cosine decay to a tenth of the peak
+    weight_decay: float = 0.01  # AdamW weight decay
+    samples: int = 3  # sampled answers per train prompt, besides the greedy one
+    temperature: float = 0.8  # temperature of the sampled answers (greedy ones use argmax)
+    max_new_tokens: int = 128  # answer length cap; evaluation decodes 64, so this covers it twice
+    max_prompts: int = 0  # train prompts used per category; 0 = all of them
+    gen_batch: int = 32  # rows generated together (left-padded); the target's CPU throughput peaks near here
+    top_k: int = 16  # p kept per position for distillation (the rest of p is tiny for this target)
+    seed: int = 0  # seeds sampling, initialisation and batch order
+    checkpoint_every: int = 50  # steps between checkpoints (one is always written at the end)
+    out: str = ""  # draft folder; "" = assets/drafts/<name>
+    work: str = ""  # data, checkpoints and logs; "" = artifacts/distill
+    device: str = "auto"  # auto (CUDA, then MPS, then CPU), cpu, cuda, mps
+    resume: bool = False  # continue training from the checkpoint in the work folder
+
+    def __post_init__(self):
+        for key in ("layers", "hidden", "steps", "batch_size", "seq_len", "max_new_tokens", "gen_batch", "top_k"):
+            if int(getattr(self, key)) < 1:
+                raise ConfigError(f"{key.replace('_', ' ')} must be at least 1, got {getattr(self, key)}")
+        if self.samples < 0 or self.max_prompts < 0:
+            raise ConfigError("samples and max prompts must be 0 or more")
+        if not self.lr > 0:
+            raise ConfigError(f"the learning rate must be positive, got {self.lr}")
+        if self.temperature <= 0:
+            raise ConfigError(f"the sampling temperature must be positive, got {self.temperature}")
+        if self.name and not re.fullmatch(r"[a-z0-9][a-z0-9._-]*", self.name):
+            raise ConfigError(f"draft names are lowercase letters, digits, '.', '_' and '-'; got {self.name!r}")
+
+    @property
+    def draft_name(self) -> str:
+        return self.name or f"smol-draft-{self.layers}l{self.hidden}"
+
+    @property
+    def out_dir(self) -> Path:
+        return Path(self.out) if self.out else SHIPPED_DRAFTS / self.draft_name
+
+    @property
+    def work_dir(self) -> Path:
+        return Path(self.work) if self.work else WORK_DIR
+
+    @property
+    def run_dir(self) -> Path:
+        """Checkpoint and loss log of this draft."""
+        return self.work_dir / self.draft_name
+
+    def data_path(self, target_name: str) -> Path:
+        """One cache per target and generation setting; `samples` only adds rows to it."""
+        slug = re.sub(r"[^a-z0-9]+", "-", target_name.lower()).strip("-") or "target"
+        return self.work_dir / f"data-{slug}-n{self.max_new_tokens}-t{self.temperature:g}-k{self.top_k}.pt"
+
+
+# --- 1. data: the target's own answers ---------------------------------------------------------
+@dataclass
+class Sequence:
+    """One answer of the target: the prompt ids, the answer ids and top-k log p at each answer position."""
+
+    prompt_id: str
+    category: str
+    sample: int  # 0 = greedy; 1.. = sampled at the configured temperature
+    prompt_ids: list[int]
+    answer: torch.Tensor  # [T] int32 token ids (ends with EOS when the target stopped)
+    topk_ids: torch.Tensor  # [T, k] int32: the target's most likely tokens at each answer position
+    topk_logp: torch.Tensor  # [T, k] fp16: their log p (p over the full vocabulary)
+
+
+@dataclass
+class Dataset:
+    sequences: list[Sequence]
+    seconds: float  # generation time spent on these rows, summed over runs
+
+    @property
+    def answer_tokens(self) -> int:
+        return sum(len(s.answer) for s in self.sequences)
+
+    @property
+    def tokens(self) -> int:
+        return sum(len(s.answer) + len(s.prompt_ids) for s in self.sequences)
+
+
+@torch.inference_mode()
+def target_answers(
+    target: LoadedModel,
+    prompt_ids: list[list[int]],
+    greedy: list[bool],
+    max_new_tokens: int,
+    temperature: float,
+    top_k: int,
+    generator: torch.Generator,
+) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """Batched decoding with left padding: (answer, top-k ids, top-k log p) per row.
+
+    A plain loop rather than `model.generate` so that only the top-k of p is kept at each step
+    (the full logits of a batch would be hundreds of megabytes) and greedy and sampled rows can
+    share one batch.
+    """
+    from transformers import DynamicCache
+
+    model, device = target.model, target.device
+    vocab = target.vocab_size
+    eos = target.eos_ids
+    pad = target.tokenizer.pad_token_id
+    pad = pad if pad is not None else (min(eos) if eos else 0)
+    width = max(len(ids) for ids in prompt_ids)
+    input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for ids in prompt_ids], device=device)
+    mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in prompt_ids], device=device)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    is_greedy = torch.tensor(greedy, device=device)
+    eos_ids = torch.tensor(sorted(eos) or [-1], device=device)
+    cache = DynamicCache(config=model.config)
+    logits = model(input_ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
+                   use_cache=True, logits_to_keep=1).logits[:, -1, :vocab].float()
+    rows = len(prompt_ids)
+    done = torch.zeros(rows, dtype=torch.bool, device=device)
+    lengths = torch.full((rows,), max_new_tokens, device=device)
+    tokens, top_ids, top_logp = [], [], []
+    for step in range(max_new_tokens):
+        logp = torch.log_softmax(logits, dim=-1)
+        values, ids = logp.topk(top_k, dim=-1)
+        sampled = torch.multinomial(torch.softmax(logits / temperature, dim=-1), 1, generator=generator)[:, 0]
+        token = torch.where(is_greedy, logp.argmax(-1), sampled)
+        tokens.append(token)
+        top_ids.append(ids)
+        top_logp.append(values)
+        ended = ~done & torch.isin(token, eos_ids)
+        lengths = torch.where(ended, step + 1, lengths)
+        done |= ended
+        if bool(done.all()) or step == max_new_tokens - 1:
+            break
+        mask = torch.cat([mask, mask.new_ones(rows, 1)], dim=1)
+        positions = positions[:, -1:] + 1
+        logits = model(token[:, None], attention_mask=mask, position_ids=positions, past_key_values=cache,
+                       use_cache=True).logits[:, -1, :vocab].float()
+    tokens, top_ids, top_logp = torch.stack(tokens, 1), torch.stack(top_ids, 1), torch.stack(top_logp, 1)
+    out = []
+    for r in range(rows):
+        n = int(lengths[r])
+        out.append((tokens[r, :n].int().cpu(), top_ids[r, :n].int().cpu(), top_logp[r, :n].half().cpu()))
+    return out
+
+
+def generate_data(
+    target: LoadedModel,
+    cfg: DistillConfig,
+    prompts: list[dict] | None = None,
+    cache_path: Path | None = None,
+    progress: bool = True,
+) -> Dataset:
+    """The target's answers to the train prompts: cached rows plus whatever is missing, saved after each batch."""
+    from tqdm import tqdm
+
+    prompts = prompts if prompts is not None else train_prompts(cfg.max_prompts)
+    cache_path = cache_path or cfg.data_path(target.name)
+    cached: dict[tuple[str, int], Sequence] = {}
+    seconds = 0.0
+    if cache_path.is_file():
+        saved = torch.load(cache_path, weights_only=False)
+        if saved.get("format") == DATA_FORMAT:
+            cached = {(s.prompt_id, s.sample): s for s in saved["sequences"]}
+            seconds = saved.get("seconds", 0.0)
+    wanted = [(p, j) for p in prompts for j in range(cfg.samples + 1)]
+    missing = [(p, j) for p, j in wanted if (p["id"], j) not in cached]
+    if missing:
+        cache_path.parent.mkdir(parents=True, exist_ok=True)
+        generator = torch.Generator(device=target.device).manual_seed(cfg.seed + len(cached))
+        bar = tqdm(total=len(missing), desc="target answers", unit="seq", file=sys.stderr, disable=not progress)
+        for start in range(0, len(missing), cfg.gen_batch):
+            chunk = missing[start : start + cfg.gen_batch]
+            ids = [encode(target.tokenizer, p["prompt"]) for p, _ in chunk]
+            t0 = time.perf_counter()
+            answers = target_answers(target, ids, [j == 0 for _, j in chunk], cfg.max_new_tokens,
+                                     cfg.temperature, cfg.top_k, generator)
+            seconds += time.perf_counter() - t0
+            for (p, j), prompt_ids, (answer, top_ids, top_logp) in zip(chunk, ids, answers):
+                cached[(p["id"], j)] = Sequence(p["id"], p.get("category", ""), j, prompt_ids, answer, top_ids, top_logp)
+            _save_atomic({"format": DATA_FORMAT, "sequences": list(cached.values()), "seconds": seconds}, cache_path)
+            bar.update(len(chunk))
+        bar.close()
+    return Dataset([cached[(p["id"], j)] for p, j in wanted], seconds)
+
+
+def train_prompts(per_category: int = 0) -> list[dict]:
+    """The TRAIN split, optionally the first N prompts of each category."""
+    rows = []
+    for category in CATEGORIES:
+        mine = load_prompt_set(category, split="train")
+        rows += mine[:per_category] if per_category else mine
+    return rows
+
+
+def _save_atomic(obj, path: Path) -> None:
+    scratch = path.with_suffix(path.suffix + ".tmp")
+    torch.save(obj, scratch)
+    scratch.replace(path)
+
+
+# --- 2. the draft and its training ---------------------------------------------------------------
+def draft_config(cfg: DistillConfig, target: LoadedModel):
+    """A LlamaConfig for the draft: the target's vocabulary, special ids and RoPE, a tiny body."""
+    from transformers import LlamaConfig
+
+    t = target.model.config
+    heads = cfg.heads or max(1, cfg.hidden // 64)
+    if cfg.hidden % heads:
+        raise ConfigError(f"hidden size {cfg.hidden} is not divisible by {heads} heads")
+    kv_heads = cfg.kv_heads or max(1, heads // 2)
+    if heads % kv_heads:
+        raise ConfigError(f"{heads} heads cannot be grouped into {kv_heads} key/value heads")
+    rope = getattr(t, "rope_parameters", None) or {"rope_type": "default", "rope_theta": getattr(t, "rope_theta", 10000.0)}
+    return LlamaConfig(
+        vocab_size=target.model.get_output_embeddings().weight.shape[0],
+        hidden_size=cfg.hidden,
+        intermediate_size=cfg.intermediate or 4 * cfg.hidden,
+        num_hidden_layers=cfg.layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        head_dim=cfg.hidden // heads,
+        max_position_embeddings=getattr(t, "max_position_embeddings", 2048) or 2048,
+        rms_norm_eps=getattr(t, "rms_norm_eps", 1e-5),
+        rope_parameters=dict(rope),
+        tie_word_embeddings=True,
+        bos_token_id=getattr(t, "bos_token_id", None),
+        eos_token_id=getattr(t, "eos_token_id", None),
+        pad_token_id=getattr(t, "pad_token_id", None),
+        initializer_range=0.02,
+    )
+
+
+def new_draft(cfg: DistillConfig, target: LoadedModel) -> torch.nn.Module:
+    """A fresh draft whose tied embedding is the target's output embedding on its top principal directions.
+
+    With the target's head W (vocab x d) = U S V^T, the draft's embedding is W V_h (vocab x h): the
+    best rank-h view of the target's head, so q starts out ranking tokens as p would from a
+    projected hidden state, and the few training steps go into the layers.
+    """
+    from transformers import LlamaForCausalLM
+
+    config = draft_config(cfg, target)
+    torch.manual_seed(cfg.seed)
+    model = LlamaForCausalLM(config).float()
+    head = target.model.get_output_embeddings().weight.detach().float().cpu()
+    if cfg.hidden > head.shape[1]:
+        raise ConfigError(f"the draft's hidden size ({cfg.hidden}) must not exceed the target's ({head.shape[1]})")
+    _, vectors = torch.linalg.eigh(head.T @ head)  # eigenvectors of W^T W = right singular vectors of W
+    basis = vectors[:, -cfg.hidden :].flip(-1)  # top h directions, largest first
+    with torch.no_grad():
+        model.get_input_embeddings().weight.copy_(head @ basis)
+    model.tie_weights()
+    return model
+
+
+@dataclass
+class Batch:
+    input_ids: torch.Tensor  # [B, L] right-padded
+    positions: torch.Tensor  # [N, 2] (row, column) of each answer position that is trained on
+    topk_ids: torch.Tensor  # [N, k]
+    topk_p: torch.Tensor  # [N, k] p renormalised over the top k
+
+    @property
+    def tokens(self) -> int:
+        return self.positions.shape[0]
+
+
+def make_batch(sequences: list[Sequence], seq_len: int, pad: int) -> Batch:
+    """Prompt + answer per row; the answer positions carry the target's top-k p as the label.
+
+    The logits at column len(prompt) - 1 + t predict answer token t. Right padding needs no
+    attention mask (causal attention never looks ahead) and keeps positions as at decoding time.
+    """
+    rows, places, ids, logps = [], [], [], []
+    for r, s in enumerate(sequences):
+        tokens = (s.prompt_ids + s.answer.tolist())[: seq_len + 1]
+        kept = len(tokens) - len(s.prompt_ids)  # answer tokens that fit
+        rows.append(tokens[:-1])
+        if kept > 0:
+            start = len(s.prompt_ids) - 1
+            places.append(torch.stack([torch.full((kept,), r), torch.arange(start, start + kept)], 1))
+            ids.append(s.topk_ids[:kept].long())
+            logps.append(s.topk_logp[:kept].float())
+    width = max(len(t) for t in rows)
+    input_ids = torch.tensor([t + [pad] * (width - len(t)) for t in rows])
+    logp = torch.cat(logps)
+    return Batch(input_ids, torch.cat(places), torch.cat(ids), torch.softmax(logp, dim=-1))
+
+
+def batch_indices(step: int, batch_size: int, n: int, seed: int) -> list[int]:
+    """Sequences of one step: shuffled epochs, a function of the step alone (so resuming repeats nothing)."""
+    out = []
+    for i in range(step * batch_size, (step + 1) * batch_size):
+        epoch, position = divmod(i, n)
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 100_003 + epoch))
+        out.append(int(order[position]))
+    return out
+
+
+def distill_loss(model: torch.nn.Module, batch: Batch, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cross-entropy of q to the target's top-k p, and how often argmax q is argmax p (greedy agreement).
+
+    The head is applied only at answer positions: the prompt and the padding would cost as much
+    as the answers in the vocabulary-sized matmul and teach nothing the draft is used for.
+    """
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=_bf16_ok(device))
+    with autocast:
+        hidden = model.model(input_ids=batch.input_ids.to(device)).last_hidden_state
+        rows, cols = batch.positions[:, 0].to(device), batch.positions[:, 1].to(device)
+        logits = model.lm_head(hidden[rows, cols])
+    logq = torch.log_softmax(logits.float(), dim=-1)
+    ids = batch.topk_ids.to(device)
+    loss = -(batch.topk_p.to(device) * logq.gather(1, ids)).sum(-1).mean()
+    agreement = (logq.argmax(-1) == ids[:, 0]).float().mean()
+    return loss, agreement
+
+
+def _bf16_ok(device: torch.device) -> bool:
+    """bf16 matmuls where they are fast: CUDA, and CPUs with AMX / AVX-512 bf16 (5x fp32 here)."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    if device.type == "cpu":
+        return bool(getattr(torch.backends.cpu, "get_cpu_capability", lambda: "")() in ("AVX512", "AMX")) and _cpu_has_bf16()
+    return False
+
+
+def _cpu_has_bf16() -> bool:
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def learning_rate(step: int, cfg: DistillConfig) -> float:
+    """Linear warm-up, then cosine decay to a tenth of the peak."""
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    progress = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+
+
+@dataclass
+class Training:
+    model: torch.nn.Module
+    steps: int
+    seconds: float  # training wall time, summed over resumed runs
+    final_loss: float  # mean loss over the last steps (up to 20)
+    final_agreement: float  # mean greedy agreement over the same steps
+    log: list[dict] = field(default_factory=list)
+
+
+def train(
+    cfg: DistillConfig, target: LoadedModel, data: Dataset, progress: bool = True, device: torch.device | None = None
+) -> Training:
+    """Train a fresh draft (or resume one) on the target's answers; checkpoints and a jsonl loss log in run_dir."""
+    from tqdm import tqdm
+
+    device = device or target.device
+    run_dir = cfg.run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    checkpoint, log_path = run_dir / "checkpoint.pt", run_dir / "loss.jsonl"
+    model = new_draft(cfg, target).to(device)
+    model.train()
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
+    other = [p for n, p in model.named_parameters() if p.ndim < 2]
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": other, "weight_decay": 0.0}],
+        lr=cfg.lr, betas=(0.9, 0.98),
+    )
+    start, seconds, log = 0, 0.0, []
+    if cfg.resume and checkpoint.is_file():
+        state = torch.load(checkpoint, map_location=device, weights_only=False)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        start, seconds = state["step"], state["seconds"]
+        log = [row for row in _read_log(log_path) if row["step"] < start]  # drop steps after the checkpoint
+    with log_path.open("w", encoding="utf-8") as f:
+        f.writelines(json.dumps(row) + "\n" for row in log)
+    pad = target.tokenizer.pad_token_id or 0
+    n = len(data.sequences)
+    if n == 0:
+        raise SpecVizError("no training data: the target produced no answers")
+    bar = tqdm(total=cfg.steps, initial=start, desc=f"train {cfg.draft_name}", unit="step", file=sys.stderr,
+               disable=not progress)
+    with log_path.open("a", encoding="utf-8") as f:
+        for step in range(start, cfg.steps):
+            t0 = time.perf_counter()
+            batch = make_batch([data.sequences[i] for i in batch_indices(step, cfg.batch_size, n, cfg.seed)],
+                               cfg.seq_len, pad)
+            for group in optimizer.param_groups:
+                group["lr"] = learning_rate(step, cfg)
+            loss, agreement = distill_loss(model, batch, device)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            seconds += time.perf_counter() - t0
+            row = {"step": step, "loss": round(loss.item(), 5), "agreement": round(agreement.item(), 4),
+                   "lr": learning_rate(step, cfg), "tokens": batch.tokens, "seconds": round(seconds, 2)}
+            log.append(row)
+            f.write(json.dumps(row) + "\n")
+            f.flush()
+            bar.set_postfix(loss=f"{row['loss']:.3f}", agree=f"{row['agreement']:.2f}")
+            bar.update()
+            if (step + 1) % cfg.checkpoint_every == 0 or step + 1 == cfg.steps:
+                _save_atomic({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                              "step": step + 1, "seconds": seconds, "config": asdict(cfg)}, checkpoint)
+    bar.close()
+    model.eval()
+    tail = log[-20:]
+    return Training(
+        model=model,
+        steps=cfg.steps,
+        seconds=seconds,
+        final_loss=statistics.fmean(r["loss"] for r in tail) if tail else float("nan"),
+        final_agreement=statistics.fmean(r["agreement"] for r in tail) if tail else float("nan"),
+        log=log,
+    )
+
+
+def _read_log(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+# --- 3. save and evaluate ------------------------------------------------------------------------
+def save_draft(model: torch.nn.Module, target: LoadedModel, folder: Path) -> Path:
+    """A transformers folder: config, fp16 weights (the head tied, stored once), tokenizer, generation config."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    shipped = copy.deepcopy(model).to("cpu", torch.float16)
+    shipped.generation_config = copy.deepcopy(target.model.generation_config)
+    shipped.save_pretrained(folder)
+    target.tokenizer.save_pretrained(folder)
+    return folder
+
+
+def evaluate(
+    draft: str | Path,
+    target: LoadedModel,
+    prompts: list[dict],
+    settings: Decoding,
+    baselines: dict | None = None,
+    progress: bool = True,
+) -> dict:
+    """α, mean accepted tokens, c and measured speedup of a draft, per category and over all prompts.
+
+    Means over prompts, as `specviz bench` reports them. Pass the same `baselines` dict to several
+    calls to time the target alone once per prompt and compare every draft against the same run.
+    """
+    from tqdm import tqdm
+
+    from .drafters import build_drafter
+    from .measure import compare, timed, warm_up
+
+    loaded = load_model(str(draft), device=str(target.device), dtype=_dtype_name(target.dtype))
+    make = lambda: build_drafter(str(draft), target, load=lambda _: loaded)  # noqa: E731 — a fresh drafter per run
+    baselines = {} if baselines is None else baselines
+    warm_up(target, None, prompts[0]["prompt"], settings)
+    warm_up(target, make, prompts[0]["prompt"], settings)
+    rows = []
+    for item in tqdm(prompts, desc=f"evaluate {Path(str(draft)).name}", unit="prompt", file=sys.stderr, disable=not progress):
+        if item["id"] not in baselines:
+            baselines[item["id"]] = timed(target, None, item["prompt"], settings)
+        c = compare(target, make, item["prompt"], settings, baseline=baselines[item["id"]], warm=False)
+        s = c.summary()
+        rows.append({
+            "id": item["id"], "category": item.get("category", ""), "alpha": s["acceptance_rate"],
+            "mean_accepted_tokens": s["mean_accepted_tokens"], "c": s["cost_ratio"], "speedup": s["speedup"],
+            "verify_cost": s["verify_cost"], "identical": s["identical"],
+            "target_step_ms": 1000 * c.baseline.step_seconds,
+        })
+    categories = [cat for cat in CATEGORIES if any(r["category"] == cat for r in rows)]
+    categories += sorted({r["category"] for r in rows} - set(categories))
+    return {
+        "settings": settings.to_dict(),
+        "categories": {cat: _figures([r for r in rows if r["category"] == cat]) for cat in categories},
+        "all": _figures(rows),
+        "rows": rows,
+    }
+
+
+def _figures(rows: list[dict]) -> dict:
+    mean = lambda key: statistics.fmean(r[key] for r in rows)  # noqa: E731
+    return {
+        "prompts": len(rows),
+        "alpha": mean("alpha"),
+        "mean_accepted_tokens": mean("mean_accepted_tokens"),
+        "c": mean("c"),
+        "speedup": mean("speedup"),
+        "median_speedup": statistics.median(r["speedup"] for r in rows),
+        "verify_cost": mean("verify_cost"),
+        "target_step_ms": mean("target_step_ms"),
+        "identical": sum(r["identical"] for r in rows),
+    }
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype, "auto")
+
+
+def eval_prompts(per_category: int = 0) -> list[dict]:
+    """The EVAL split, optionally the first N prompts of each category."""
+    rows = []
+    for category in CATEGORIES:
+        mine = load_prompt_set(category, split="eval")
+        rows += mine[:per_category] if per_category else mine
+    return rows
+
+
+def model_card(cfg: DistillConfig, target: LoadedModel, model: torch.nn.Module, data: Dataset,
+               training: Training, evaluation: dict | None) -> str:
+    """README.md of a shipped draft: what it is, how it was made, and how it does on the eval prompts."""
+    c = model.config
+    params = sum(p.numel() for p in model.parameters())
+    greedy = sum(s.sample == 0 for s in data.sequences)
+    lines = [
+        f"# {cfg.draft_name}",
+        "",
+        f"A draft model for speculative decoding with **{target.name}** ({_title(target)}), distilled by SpecViz "
+        "(`python -m specviz distill`). It shares the target's tokenizer, so it drafts for it directly: "
+        f"`python -m specviz run --draft {cfg.draft_name} --prompt \"...\"`.",
+        "",
+        "## Shape",
+        "",
+        f"- LlamaForCausalLM, {c.num_hidden_layers} layer(s), hidden {c.hidden_size}, {c.num_attention_heads} heads "
+        f"({c.num_key_value_heads} key/value), MLP {c.intermediate_size}, vocabulary {c.vocab_size}, head tied to the embedding",
+        f"- {params:,} parameters, stored in fp16 (SpecViz loads it in fp32 on the CPU)",
+        "- embedding initialised from the target's output embedding projected onto its top "
+        f"{c.hidden_size} principal directions",
+        "",
+        "## Training",
+        "",
+        f"- data: the target's own answers to the {len({s.prompt_id for s in data.sequences})} TRAIN prompts "
+        f"(assets/prompts, split=train): {len(data.sequences)} sequences ({greedy} greedy, "
+        f"{len(data.sequences) - greedy} sampled at temperature {cfg.temperature:g}), "
+        f"{data.answer_tokens:,} answer tokens ({data.tokens:,} with prompts), up to {cfg.max_new_tokens} new tokens each; "
+        f"generated in {data.seconds / 60:.1f} min",
+        f"- loss: cross-entropy of q to the target's top-{cfg.top_k} p at every answer position",
+        f"- {training.steps} steps of {cfg.batch_size} sequences, AdamW, peak lr {cfg.lr:g}, "
+        f"{cfg.warmup} warm-up steps then cosine; {training.seconds / 60:.1f} min of training",
+        f"- final loss {training.final_loss:.3f}; greedy agreement with the target on training batches "
+        f"{training.final_agreement:.1%} (mean of the last 20 steps)",
+        f"- device: {target.device}, torch {torch.__version__}",
+    ]
+    if evaluation:
+        s = evaluation["settings"]
+        mode = "greedy" if s["sampling"]["temperature"] == 0 else f"temperature {s['sampling']['temperature']:g}"
+        lines += [
+            "",
+            "## On the EVAL prompts (never trained on)",
+            "",
+            f"{mode}, γ = {s['gamma']}, {s['max_new_tokens']} new tokens, exact verification, {target.device}, "
+            "measured by `specviz.measure.compare` against the target alone (means over prompts; c = draft seconds "
+            "per drafted token / target seconds per decoding step).",
+            "",
+            "| category | prompts | α | mean accepted tokens | c | measured speedup | identical output |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for name, f in [*evaluation["categories"].items(), ("**all**", evaluation["all"])]:
+            lines.append(
+                f"| {name} | {f['prompts']} | {f['alpha']:.3f} | {f['mean_accepted_tokens']:.2f} | {f['c']:.3f} | "
+                f"{f['speedup']:.2f}x | {f['identical']}/{f['prompts']} |"
+            )
+        a = evaluation["all"]
+        lines += [
+            "",
+            f"A target decoding step took {a['target_step_ms']:.0f} ms on average and a verification forward "
+            f"(γ+1 tokens) {a['verify_cost']:.2f} steps; the machine was shared, so timings are noisy.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _title(target: LoadedModel) -> str:
+    return getattr(target.model.config, "_name_or_path", "") or target.source
+
+
+# --- the subcommand ------------------------------------------------------------------------------
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    d = DistillConfig()
+    p.add_argument("--target", default=d.target, help="target to distil from: default, a local folder or a hub id")
+    p.add_argument("--name", default="", help="draft name (default smol-draft-<layers>l<hidden>)")
+    p.add_argument("--layers", type=int, default=d.layers, help=f"decoder layers (default {d.layers})")
+    p.add_argument("--hidden", type=int, default=d.hidden, help=f"hidden size (default {d.hidden})")
+    p.add_argument("--heads", type=int, default=0, help="attention heads (default hidden/64)")
+    p.add_argument("--intermediate", type=int, default=0, help="MLP width (default 4 x hidden)")
+    p.add_argument("--steps", type=int, default=d.steps, help=f"training steps (default {d.steps})")
+    p.add_argument("--batch-size", type=int, default=d.batch_size, help=f"sequences per step (default {d.batch_size})")
+    p.add_argument("--lr", type=float, default=d.lr, help=f"peak learning rate (default {d.lr:g})")
+    p.add_argument("--samples", type=int, default=d.samples,
+                   help=f"sampled target answers per train prompt, besides the greedy one (default {d.samples})")
+    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, help="answer length cap for the data")
+    p.add_argument("--max-prompts", type=int, default=0, help="train prompts per category (default all)")
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--out", default="", help="draft folder (default assets/drafts/<name>)")
+    p.add_argument("--work", default="", help="data, checkpoints and loss logs (default artifacts/distill)")
+    p.add_argument("--resume", action="store_true", help="continue training from the last checkpoint")
+    p.add_argument("--eval-prompts", type=int, default=0, help="eval prompts per category for the model card (default all)")
+    p.add_argument("--no-eval", action="store_true", help="skip the evaluation (the card then has no figures)")
+    p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda, mps")
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's choice)")
+
+
+def config_from_args(args) -> DistillConfig:
+    return DistillConfig(
+        target=args.target, name=args.name, layers=args.layers, hidden=args.hidden, heads=args.heads,
+        intermediate=args.intermediate, steps=args.steps, batch_size=args.batch_size, lr=args.lr,
+        samples=args.samples, max_new_tokens=args.max_new_tokens, max_prompts=args.max_prompts, seed=args.seed,
+        out=args.out, work=args.work, device=args.device, resume=args.resume,
+    )
+
+
+def distill(cfg: DistillConfig, eval_per_category: int = 0, evaluate_draft: bool = True,
+            say: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> dict:
+    """All three stages for one draft; returns the evaluation (None when skipped) and where the draft went."""
+    target = load_model(cfg.target, device=cfg.device, progress=say)
+    data = generate_data(target, cfg)
+    say(f"data: {len(data.sequences)} sequences, {data.answer_tokens:,} answer tokens ({data.seconds / 60:.1f} min)")
+    training = train(cfg, target, data)
+    folder = save_draft(training.model, target, cfg.out_dir)
+    say(f"saved {folder} (loss {training.final_loss:.3f}, agreement {training.final_agreement:.1%})")
+    evaluation = None
+    if evaluate_draft:
+        settings = Decoding(gamma=4, max_new_tokens=64)
+        evaluation = evaluate(folder, target, eval_prompts(eval_per_category), settings)
+        (cfg.run_dir / "evaluation.json").write_text(json.dumps(evaluation, indent=1), encoding="utf-8")
+    (folder / "README.md").write_text(model_card(cfg, target, training.model, data, training, evaluation), encoding="utf-8")
+    return {"folder": str(folder), "evaluation": evaluation, "training": replace(training, model=None, log=[])}
+
+
+def run(args) -> int:
+    """`python -m specviz distill ...`; prints the evaluation summary table."""
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    cfg = config_from_args(args)
+    result = distill(cfg, eval_per_category=args.eval_prompts, evaluate_draft=not args.no_eval)
+    print(f"draft saved to {result['folder']}")
+    if result["evaluation"]:
+        print(f"\n{'category':<14} {'prompts':>7} {'α':>6} {'acc/round':>9} {'c':>6} {'speedup':>8} {'identical':>9}")
+        ev = result["evaluation"]
+        for name, f in [*ev["categories"].items(), ("all", ev["all"])]:
+            print(f"{name:<14} {f['prompts']:>7} {f['alpha']:>6.3f} {f['mean_accepted_tokens']:>9.2f} {f['c']:>6.3f} "
+                  f"{f['speedup']:>7.2f}x {f['identical']:>5}/{f['prompts']}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Standalone entry point until the CLI hooks `distill` in: python -m specviz.distill ..."""
+    parser = argparse.ArgumentParser(prog="python -m specviz.distill", description="Distil a tiny draft for a target.")
+    add_arguments(parser)
+    try:
+        return run(parser.parse_args(argv))
+    except SpecVizError as exc:
+        print(f"specviz: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""Distillation end to end on a tiny random target: its answers, training, the shipped folder, resuming.
+
+The target is a tiny LlamaForCausalLM with the word-level test tokenizer; the draft learns from the
+target's greedy and sampled answers to a handful of prompts. A distilled draft must load the way
+shipped drafts load (`load_model(folder)`, fp16 on disk, fp32 in memory), draft losslessly, and
+agree with the target more than the same draft untrained.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import specviz.distill as distill
+from specviz.config import Decoding
+from specviz.decode import generate
+from specviz.distill import DistillConfig, generate_data, new_draft, save_draft, train
+from specviz.drafters import ModelDrafter, build_drafter
+from specviz.models import load_model
+from tiny import VOCAB, WORDS, make_tokenizer, tiny_llama, wrap
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+PROMPTS = [
+    {"id": f"p{i}", "category": "chat", "prompt": " ".join(f"w{(7 * i + 3 * j) % (VOCAB - 2)}" for j in range(3 + i % 4))}
+    for i in range(12)
+]
+
+
+def config(tmp_path, **changes) -> DistillConfig:
+    settings = dict(
+        name="tiny-draft", layers=1, hidden=32, intermediate=64, steps=24, batch_size=8, seq_len=32, lr=1e-2,
+        warmup=2, samples=2, max_new_tokens=12, gen_batch=16, top_k=8, checkpoint_every=4,
+        work=str(tmp_path / "work"), out=str(tmp_path / "tiny-draft"),
+    )
+    settings.update(changes)
+    return DistillConfig(**settings)
+
+
+@pytest.fixture(scope="module")
+def target():
+    model = tiny_llama(seed=0, vocab_size=VOCAB, hidden=64, layers=4, heads=4, kv_heads=2)
+    return wrap("tiny-target", model, make_tokenizer(WORDS))
+
+
+@pytest.fixture(scope="module")
+def data(target, tmp_path_factory):
+    cfg = config(tmp_path_factory.mktemp("data"))
+    return generate_data(target, cfg, prompts=PROMPTS, progress=False)
+
+
+@pytest.fixture(scope="module")
+def trained(target, data, tmp_path_factory):
+    cfg = config(tmp_path_factory.mktemp("trained"))
+    return cfg, train(cfg, target, data, progress=False)
+
+
+def test_data_is_the_targets_own_greedy_and_sampled_answers(target, data):
+    assert len(data.sequences) == len(PROMPTS) * 3  # one greedy answer and two samples per prompt
+    for s in data.sequences:
+        assert 1 <= len(s.answer) <= 12
+        assert s.topk_ids.shape == s.topk_logp.shape == (len(s.answer), 8)
+    for s in (s for s in data.sequences if s.sample == 0):
+        prompt = next(p["prompt"] for p in PROMPTS if p["id"] == s.prompt_id)
+        alone = generate(target, None, prompt, Decoding(max_new_tokens=12)).output_ids
+        assert s.answer.tolist() == alone  # batched with left padding, the same tokens as decoding alone
+        assert torch.equal(s.topk_ids[:, 0], s.answer)  # greedy: the answer is argmax p everywhere
+    sampled = {tuple(s.answer.tolist()) for s in data.sequences if s.sample > 0}
+    assert len(sampled) > len(PROMPTS)  # samples differ from one another
+
+
+def test_generated_data_is_cached_and_not_generated_again(target, tmp_path):
+    cfg = config(tmp_path, samples=1)
+    first = generate_data(target, cfg, prompts=PROMPTS[:4], progress=False)
+
+    class Refuses(torch.nn.Module):
+        def forward(self, *args, **kwargs):
+            raise AssertionError("the target was run although every answer was cached")
+
+    again = generate_data(wrap("tiny-target", Refuses(), target.tokenizer), cfg, prompts=PROMPTS[:4], progress=False)
+    assert [s.answer.tolist() for s in again.sequences] == [s.answer.tolist() for s in first.sequences]
+
+
+def test_training_lowers_the_loss_and_logs_every_step(trained):
+    cfg, training = trained
+    losses = [row["loss"] for row in training.log]
+    assert len(losses) == cfg.steps
+    assert sum(losses[-4:]) / 4 < 0.7 * sum(losses[:4]) / 4
+    logged = [json.loads(line) for line in (cfg.run_dir / "loss.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in logged] == list(range(cfg.steps))
+
+
+def test_saved_draft_loads_in_fp32_and_drafts_losslessly_better_than_untrained(target, trained):
+    cfg, training = trained
+    folder = save_draft(training.model, target, cfg.out_dir)
+    assert (folder / "model.safetensors").is_file() and (folder / "tokenizer.json").is_file()
+    assert json.loads((folder / "config.json").read_text())["dtype"] == "float16"
+    draft = load_model(str(folder), device="cpu")
+    assert all(p.dtype == torch.float32 for p in draft.model.parameters())
+    untrained = new_draft(cfg, target).eval()
+
+    def acceptance(make) -> float:
+        accepted = drafted = 0
+        for item in PROMPTS[:6]:
+            settings = Decoding(gamma=4, max_new_tokens=12)
+            run = generate(target, make(), item["prompt"], settings)
+            assert run.output_ids == generate(target, None, item["prompt"], settings).output_ids  # lossless
+            accepted, drafted = accepted + run.accepted, drafted + run.drafted
+        return accepted / drafted
+
+    distilled = acceptance(lambda: build_drafter(str(folder), target, load=lambda _: draft))
+    before = acceptance(lambda: ModelDrafter("untrained", untrained, VOCAB))
+    assert distilled > before + 0.2, (distilled, before)
+
+
+def test_resume_continues_from_the_checkpoint(target, data, trained, tmp_path, monkeypatch):
+    full_cfg, full = trained
+    cfg = config(tmp_path)  # the same run in another work folder, stopped after the checkpoint at step 8
+    real = distill.learning_rate
+
+    def stop_at_step_10(step, c):
+        if step == 10:
+            raise KeyboardInterrupt
+        return real(step, c)
+
+    monkeypatch.setattr(distill, "learning_rate", stop_at_step_10)
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, target, data, progress=False)
+    monkeypatch.setattr(distill, "learning_rate", real)
+    resumed = train(DistillConfig(**{**cfg.__dict__, "resume": True}), target, data, progress=False)
+    assert [row["step"] for row in resumed.log] == list(range(cfg.steps))  # steps 8 and 9 redone once, none twice
+    assert resumed.log[8]["loss"] == pytest.approx(full.log[8]["loss"], rel=1e-5)
+    for (name, mine), theirs in zip(resumed.model.state_dict().items(), full.model.state_dict().values()):
+        assert torch.allclose(mine, theirs, atol=1e-5), name  # as if never interrupted
