@@ -13,8 +13,8 @@ ui.sidebar_device()
 
 with st.sidebar:
     st.header("Run settings")
-    target = st.selectbox("Target", ui.target_options(), key="rounds-target")
-    draft = st.selectbox("Draft", ui.draft_options(), key="rounds-draft")
+    target = ui.target_picker("rounds-target")
+    draft = ui.draft_picker("rounds-draft")
     settings = None
     with ui.error_box("use these settings"):
         settings = ui.decoding_controls("rounds")
@@ -57,8 +57,9 @@ ui.legend()
 def replay():
     """Step through the run; only this part redraws, no model is called."""
     n = len(run.rounds)
-    step = st.session_state.setdefault("rounds-step", n)
-    step = min(max(step, 1), n)
+    if st.session_state.get("rounds-step-of") != id(comparison):  # a new run starts fully shown
+        st.session_state["rounds-step-of"], st.session_state["rounds-step"] = id(comparison), n
+    step = min(max(st.session_state["rounds-step"], 1), n)
     b1, b2, b3, b4 = st.columns([1, 1, 1, 5])
     if b1.button("⏮ First", key="rounds-first"):
         step = 1

@@ -14,8 +14,8 @@ ui.sidebar_device()
 
 with st.sidebar:
     st.header("Sweep settings")
-    target = st.selectbox("Target", ui.target_options(), key="dl-target")
-    draft = st.selectbox("Draft", ui.draft_options(), key="dl-draft")
+    target = ui.target_picker("dl-target")
+    draft = ui.draft_picker("dl-draft")
     low, high = st.slider("Draft lengths γ", 1, 12, (1, 8), key="dl-gammas")
     repeats = st.slider("Repeats per point (median time)", 1, 5, 1, key="dl-repeats")
     settings = None

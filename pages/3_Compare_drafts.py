@@ -16,9 +16,10 @@ options = ui.draft_options()
 default = ([options[0], "ngram", "layerskip:8"] if options[0] != "ngram" else ["ngram", "layerskip:8", "target"])
 with st.sidebar:
     st.header("Comparison settings")
-    target = st.selectbox("Target", ui.target_options(), key="cmp-target")
+    target = ui.target_picker("cmp-target")
     drafts = st.multiselect(f"Drafters ({sweeps.MIN_DRAFTS} to {sweeps.MAX_DRAFTS})", options, default=default,
-                            key="cmp-drafts", max_selections=sweeps.MAX_DRAFTS)
+                            key="cmp-drafts", max_selections=sweeps.MAX_DRAFTS,
+                            accept_new_options=True, help=ui.MODEL_HELP)
     repeats = st.slider("Repeats per run (median time)", 1, 5, 1, key="cmp-repeats")
     settings = None
     with ui.error_box("use these settings"):

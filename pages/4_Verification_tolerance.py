@@ -16,8 +16,8 @@ ui.sidebar_device()
 
 with st.sidebar:
     st.header("Sweep settings")
-    target = st.selectbox("Target", ui.target_options(), key="tol-target")
-    draft = st.selectbox("Draft", ui.draft_options(), key="tol-draft")
+    target = ui.target_picker("tol-target")
+    draft = ui.draft_picker("tol-draft")
     settings = None
     with ui.error_box("use these settings"):
         settings = ui.decoding_controls("tol", with_verification=False)

@@ -74,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--limit", type=int, default=0, help="use only the first N prompts")
     bench.add_argument("--compare-hf", action="store_true",
                        help="also time transformers' generate with the same drafter and γ (assisted / prompt lookup)")
+    from . import distill
+
+    distill.add_arguments(sub.add_parser("distill", help="distil a tiny draft from the target and save it"))
     return parser
 
 
@@ -270,7 +273,13 @@ def print_summary(rows: list[dict]) -> None:
                   f"{sum(r['hf_identical'] for r in mine):>8}/{len(mine)} {med('baseline_ratio_vs_hf'):>16.3f}")
 
 
-COMMANDS = {"models": cmd_models, "run": cmd_run, "bench": cmd_bench}
+def cmd_distill(args) -> int:
+    from . import distill
+
+    return distill.run(args)
+
+
+COMMANDS = {"models": cmd_models, "run": cmd_run, "bench": cmd_bench, "distill": cmd_distill}
 
 
 def main(argv: list[str] | None = None) -> int:

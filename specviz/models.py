@@ -192,8 +192,6 @@ def load_model(
     if is_hub:
         offline = os.environ.get("HF_HUB_OFFLINE") == "1" or not _hub_reachable()
         kwargs["local_files_only"] = offline
-    if progress:
-        progress(f"Loading {name}…")
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
         placement = {"device_map": "auto"} if dev.type == "cuda" else {}  # accelerate spreads large targets

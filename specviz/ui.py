@@ -78,6 +78,20 @@ def target_options() -> list[str]:
     return [DEFAULT_TARGET]
 
 
+MODEL_HELP = ("Pick one, or type a Hugging Face model id or a local model folder (hub ids need internet). "
+              "Drafts also take ngram, layerskip:K and target.")
+
+
+def target_picker(key: str) -> str:
+    """The target: the embedded default, or any hub id / local folder typed in."""
+    return st.selectbox("Target", target_options(), key=key, accept_new_options=True, help=MODEL_HELP)
+
+
+def draft_picker(key: str) -> str:
+    """A drafter from the registry, a shipped draft, or any compatible model typed in."""
+    return st.selectbox("Draft", draft_options(), key=key, accept_new_options=True, help=MODEL_HELP)
+
+
 @st.cache_data(show_spinner=False)
 def presets() -> dict[str, list[dict]]:
     """Evaluation prompts by workload, for the preset pickers."""

@@ -1,13 +1,16 @@
 """Distillation end to end on a tiny random target: its answers, training, the shipped folder, resuming.
 
-The target is a tiny LlamaForCausalLM with the word-level test tokenizer; the draft learns from the
-target's greedy and sampled answers to a handful of prompts. A distilled draft must load the way
+The target is a tiny LlamaForCausalLM with the word-level test tokenizer whose layers write nothing
+back to the residual stream, so its next token depends on the last token only: a bigram model a
+tiny draft can learn in a few dozen steps (a random deep target is chaotic in its context and
+would need far more data). The draft learns from the target's greedy and sampled answers. A distilled draft must load the way
 shipped drafts load (`load_model(folder)`, fp16 on disk, fp32 in memory), draft losslessly, and
 agree with the target more than the same draft untrained.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import pytest
@@ -31,7 +34,7 @@ PROMPTS = [
 
 def config(tmp_path, **changes) -> DistillConfig:
     settings = dict(
-        name="tiny-draft", layers=1, hidden=32, intermediate=64, steps=24, batch_size=8, seq_len=32, lr=1e-2,
+        name="tiny-draft", layers=1, hidden=32, intermediate=128, steps=40, batch_size=8, seq_len=32, lr=1e-2,
         warmup=2, samples=2, max_new_tokens=12, gen_batch=16, top_k=8, checkpoint_every=4,
         work=str(tmp_path / "work"), out=str(tmp_path / "tiny-draft"),
     )
@@ -42,6 +45,10 @@ def config(tmp_path, **changes) -> DistillConfig:
 @pytest.fixture(scope="module")
 def target():
     model = tiny_llama(seed=0, vocab_size=VOCAB, hidden=64, layers=4, heads=4, kv_heads=2)
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
     return wrap("tiny-target", model, make_tokenizer(WORDS))
 
 
@@ -116,7 +123,7 @@ def test_saved_draft_loads_in_fp32_and_drafts_losslessly_better_than_untrained(t
 
 
 def test_resume_continues_from_the_checkpoint(target, data, trained, tmp_path, monkeypatch):
-    full_cfg, full = trained
+    _, full = trained
     cfg = config(tmp_path)  # the same run in another work folder, stopped after the checkpoint at step 8
     real = distill.learning_rate
 
@@ -134,3 +141,21 @@ def test_resume_continues_from_the_checkpoint(target, data, trained, tmp_path, m
     assert resumed.log[8]["loss"] == pytest.approx(full.log[8]["loss"], rel=1e-5)
     for (name, mine), theirs in zip(resumed.model.state_dict().items(), full.model.state_dict().values()):
         assert torch.allclose(mine, theirs, atol=1e-5), name  # as if never interrupted
+
+
+def test_command_distils_evaluates_and_writes_the_model_card(target, tmp_path, capsys):
+    target.model.save_pretrained(tmp_path / "target")
+    target.tokenizer.save_pretrained(tmp_path / "target")
+    parser = argparse.ArgumentParser()
+    distill.add_arguments(parser)
+    args = parser.parse_args([
+        "--target", str(tmp_path / "target"), "--name", "tiny-cli", "--layers", "1", "--hidden", "16",
+        "--steps", "3", "--batch-size", "4", "--samples", "1", "--max-new-tokens", "8", "--max-prompts", "1",
+        "--eval-prompts", "1", "--out", str(tmp_path / "tiny-cli"), "--work", str(tmp_path / "work"),
+    ])
+    assert distill.run(args) == 0
+    card = (tmp_path / "tiny-cli" / "README.md").read_text()
+    assert "14 sequences (7 greedy, 7 sampled" in card  # one train prompt per category, greedy and sampled
+    assert "| **all** | 7 |" in card and "identical output" in card  # one eval prompt per category
+    assert "7/7 |" in card  # every speculative output was the target's own
+    assert "all " in capsys.readouterr().out

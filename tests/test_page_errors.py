@@ -1,0 +1,46 @@
+"""Bad model names and damaged exports get one clear message (CLI exit 2; app error box text)."""
+
+import pytest
+
+from specviz.cli import main
+from specviz.errors import SpecVizError
+from specviz.ui import load_export
+
+
+def _one_line_error(capsys, argv) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1
+    return err
+
+
+def test_unknown_hub_id_offline(capsys):
+    err = _one_line_error(capsys, ["run", "--target", "nobody/no-such-model-xyz", "--prompt", "hi"])
+    assert "cannot be reached" in err or "could not load" in err
+
+
+def test_missing_local_folder_as_draft(capsys, tmp_path):
+    err = _one_line_error(capsys, ["run", "--draft", str(tmp_path / "missing-draft"), "--prompt", "hi",
+                                   "--max-new-tokens", "4"])
+    assert "does not exist" in err
+
+
+@pytest.mark.slow
+def test_bad_layerskip_depth(capsys):
+    err = _one_line_error(capsys, ["run", "--draft", "layerskip:99", "--prompt", "hi", "--max-new-tokens", "4"])
+    assert "layerskip:K needs 1 <= K < 30" in err
+
+
+class Upload:
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def getvalue(self):
+        return self.data
+
+
+@pytest.mark.parametrize("damaged", [b"{not json", b'{"spec": {"schema": "other/9"}, "baseline": {}}', b"[1, 2]", b""])
+def test_damaged_export_is_refused(damaged):
+    with pytest.raises(SpecVizError) as info:
+        load_export(Upload(damaged))
+    assert "export" in str(info.value) or "version" in str(info.value)

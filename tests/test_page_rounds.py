@@ -1,0 +1,54 @@
+"""AppTest of Home and Rounds on the real engine (embedded SmolLM2, short runs)."""
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+pytestmark = pytest.mark.slow
+
+
+def _html(at) -> str:
+    return "".join(h.proto.body for h in at.get("html"))
+
+
+def test_home_shows_the_recorded_run_and_runs_live():
+    at = AppTest.from_file("../app.py", default_timeout=300).run()
+    assert not at.exception
+    assert "sv-accepted" in _html(at) and "sv-resampled" in _html(at)  # the recorded run, before any model call
+    at.button(key="home-run").click().run()
+    assert not at.exception and not at.error
+    assert at.session_state["home-result"].identical
+    assert any("Identical to the target alone" in s.value for s in at.success)
+
+
+def test_rounds_run_replay_and_bad_input_keeps_results():
+    at = AppTest.from_file("../pages/1_Rounds.py", default_timeout=300).run()
+    assert not at.exception
+    assert any("recorded by the project" in i.value for i in at.info)
+    at.selectbox(key="rounds-draft").set_value("ngram")
+    at.slider(key="rounds-maxnew").set_value(16)
+    at.button(key="rounds-run").click().run()
+    assert not at.exception and not at.error
+    result = at.session_state["rounds-result"]
+    run = result.spec
+    assert run.new_tokens == 16 and result.identical and run.draft == "ngram"
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["α (acceptance)"] == f"{run.acceptance_rate:.2f}"
+    assert shown["measured speedup"] == f"{result.speedup:.2f}×"
+    body = _html(at)
+    assert "p (target)" in body and "sv-timeline" in body
+
+    # Live: changing γ re-runs the speculative part only (the baseline is reused).
+    at.slider(key="rounds-gamma").set_value(2).run()
+    again = at.session_state["rounds-result"]
+    assert again.spec.settings["gamma"] == 2 and again.baseline is result.baseline and again.identical
+
+    # Replay: stepping back shows fewer rounds.
+    at.button(key="rounds-back").click().run()
+    assert at.session_state["rounds-step"] == len(again.spec.rounds) - 1
+
+    # An empty prompt gets one clear error box; the last good run stays on the page.
+    text_key = next(t.key for t in at.text_area)
+    at.text_area(key=text_key).set_value("   ").run()
+    assert not at.exception
+    assert any("prompt is empty" in e.value for e in at.error)
+    assert at.session_state["rounds-result"] is again
