@@ -284,6 +284,10 @@ COMMANDS = {"models": cmd_models, "run": cmd_run, "bench": cmd_bench, "distill":
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # stderr stays for our progress and one-line errors
+    hf_logging.set_verbosity_error()
     try:
         return COMMANDS[args.command](args)
     except SpecVizError as exc:
