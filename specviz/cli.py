@@ -86,6 +86,7 @@ def _settings(args) -> Decoding:
         adaptive=args.adaptive,
         max_new_tokens=args.max_new_tokens,
         seed=args.seed,
+        chat=not args.raw,
         sampling=Sampling(temperature=args.temperature, top_k=args.sample_top_k, top_p=args.top_p),
         verification=Verification(mode=args.verify, tolerance=args.tolerance, top_k=args.top_k, lenience=args.lenience),
     )

@@ -98,6 +98,7 @@ class Decoding:
     adaptive: bool = False  # adaptive γ: +2 after a fully accepted round, -1 otherwise, at least 1
     max_new_tokens: int = 64  # generation stops after this many new tokens, or at EOS
     seed: int = 0  # seeds the one random generator shared by drafting and verification
+    chat: bool = True  # wrap the prompt in the target's chat template (when it has one); False = raw text
     sampling: Sampling = field(default_factory=Sampling)
     verification: Verification = field(default_factory=Verification)
 

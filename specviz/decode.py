@@ -41,13 +41,12 @@ def generate(
     drafter: Drafter | None,
     prompt: str,
     settings: Decoding,
-    chat: bool = True,
 ) -> Run:
     """Generate from a prompt with speculative decoding (or with the target alone when drafter is None)."""
     drafter = drafter or NoDrafter("none")
     context_limit = getattr(target.model.config, "max_position_embeddings", None)
     room = context_limit - settings.max_new_tokens - settings.gamma - 1 if context_limit else None
-    prompt_ids = encode(target.tokenizer, prompt, chat, max_tokens=room)
+    prompt_ids = encode(target.tokenizer, prompt, settings.chat, max_tokens=room)
     device = target.device
     ids = torch.tensor([prompt_ids], device=device)
     vocab = target.vocab_size

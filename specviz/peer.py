@@ -42,9 +42,9 @@ def _sampling_kwargs(settings: Decoding) -> dict:
 
 
 @torch.inference_mode()
-def hf_generate(target: LoadedModel, drafter: Drafter | None, prompt: str, settings: Decoding, chat: bool = True):
+def hf_generate(target: LoadedModel, drafter: Drafter | None, prompt: str, settings: Decoding):
     """(new token ids, seconds) from transformers' generate with the equivalent drafter."""
-    ids = torch.tensor([encode(target.tokenizer, prompt, chat)], device=target.device)
+    ids = torch.tensor([encode(target.tokenizer, prompt, settings.chat)], device=target.device)
     kwargs = dict(max_new_tokens=settings.max_new_tokens, pad_token_id=target.tokenizer.pad_token_id,
                   **_sampling_kwargs(settings))
     assistant = contextlib.nullcontext()

@@ -146,13 +146,15 @@ def decoding_controls(key: str, with_gamma: bool = True, with_verification: bool
             verification = Verification("relaxed", lenience=lenience)
     max_new = st.slider("Max new tokens", 8, 256, 64, 8, key=f"{key}-maxnew")
     seed = st.number_input("Seed", 0, 2**31 - 1, 0, key=f"{key}-seed")
-    return Decoding(gamma=gamma, adaptive=adaptive, max_new_tokens=max_new, seed=int(seed),
+    chat = not st.checkbox("Raw prompt (no chat template)", key=f"{key}-raw",
+                           help="By default the prompt is a user message in the target's chat template")
+    return Decoding(gamma=gamma, adaptive=adaptive, max_new_tokens=max_new, seed=int(seed), chat=chat,
                     sampling=Sampling(temperature=temperature, top_p=top_p), verification=verification)
 
 
 def baseline_key(target: str, prompt: str, settings: Decoding) -> str:
     """The baseline depends on the prompt, sampling, length and seed — not on γ, draft or rule."""
-    return json.dumps([target, prompt, settings.max_new_tokens, settings.seed, settings.sampling.__dict__])
+    return json.dumps([target, prompt, settings.max_new_tokens, settings.seed, settings.chat, settings.sampling.__dict__])
 
 
 def measured_run(target_name: str, draft: str, prompt: str, settings: Decoding, repeats: int = 1) -> Comparison:
