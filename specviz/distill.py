@@ -63,6 +63,7 @@ class DistillConfig:
     lr: float = 2e-3  # peak AdamW learning rate (tiny models take a high one)
     warmup: int = 30  # linear warm-up steps, then cosine decay to a tenth of the peak
     weight_decay: float = 0.01  # AdamW weight decay
+    embedding_lr: float = 0.0  # learning rate of the tied embedding relative to lr; 0 keeps the target's projection
     samples: int = 3  # sampled answers per train prompt, besides the greedy one
     temperature: float = 0.8  # temperature of the sampled answers (greedy ones use argmax)
     max_new_tokens: int = 128  # answer length cap; evaluation decodes 64, so this covers it twice
@@ -316,11 +317,10 @@ def new_draft(cfg: DistillConfig, target: LoadedModel) -> torch.nn.Module:
     basis = vectors[:, -cfg.hidden :].flip(-1)  # top h directions, largest first
     with torch.no_grad():
         model.get_input_embeddings().weight.copy_(head @ basis)
-        # The target's logits are (n * g) . W with |n| = sqrt(d); keep their scale with sqrt(h)-sized
-        # hidden states, so the few steps are not spent growing the final norm's weights.
-        target_norm = getattr(getattr(target.model, "model", None), "norm", None)
-        g = target_norm.weight.detach().float().pow(2).mean().sqrt().item() if target_norm is not None else 1.0
-        model.model.norm.weight.fill_(g * math.sqrt(head.shape[1] / cfg.hidden))
+        # The final norm keeps its weight of 1. Scaling it up to the target's logit scale looks right
+        # but makes the untrained draft predict its own input token with logits near 100 (the
+        # embedding is tied and the random layers barely change the residual), a loss of 100
+        # that costs the first steps and floods Adam's second moments.
     model.tie_weights()
     return model
 
@@ -449,7 +449,8 @@ class Training:
 
 
 def train(
-    cfg: DistillConfig, target: LoadedModel, data: Dataset, progress: bool = True, device: torch.device | None = None
+    cfg: DistillConfig, target: LoadedModel, data: Dataset, progress: bool = True, device: torch.device | None = None,
+    on_step: Callable[[dict], None] | None = None,
 ) -> Training:
     """Train a fresh draft (or resume one) on the target's answers; checkpoints and a jsonl loss log in run_dir."""
     from tqdm import tqdm
@@ -460,12 +461,19 @@ def train(
     checkpoint, log_path = run_dir / "checkpoint.pt", run_dir / "loss.jsonl"
     model = new_draft(cfg, target).to(device)
     model.train()
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
-    other = [p for n, p in model.named_parameters() if p.ndim < 2]
-    optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": other, "weight_decay": 0.0}],
-        lr=cfg.lr, betas=(0.9, 0.98),
-    )
+    # Adam moves every parameter by about lr per step, gradient or not: on the 49152-row embedding that
+    # noise soon outweighs the target's projection (entries near 0.2) for the many tokens the data
+    # rarely shows. So by default the embedding (and with it the tied head) stays as initialised.
+    embedding = model.get_input_embeddings().weight
+    embedding.requires_grad_(cfg.embedding_lr > 0)
+    body = [p for p in model.parameters() if p is not embedding]
+    groups = [
+        {"params": [p for p in body if p.ndim >= 2], "weight_decay": cfg.weight_decay, "scale": 1.0},
+        {"params": [p for p in body if p.ndim < 2], "weight_decay": 0.0, "scale": 1.0},
+    ]
+    if cfg.embedding_lr > 0:
+        groups.append({"params": [embedding], "weight_decay": 0.0, "scale": cfg.embedding_lr})
+    optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.98))
     start, seconds, log = 0, 0.0, []
     if cfg.resume and checkpoint.is_file():
         state = torch.load(checkpoint, map_location=device, weights_only=False)
@@ -487,11 +495,11 @@ def train(
             batch = make_batch([data.sequences[i] for i in batch_indices(step, cfg.batch_size, n, cfg.seed)],
                                cfg.seq_len, pad)
             for group in optimizer.param_groups:
-                group["lr"] = learning_rate(step, cfg)
+                group["lr"] = learning_rate(step, cfg) * group["scale"]
             loss, agreement = distill_loss(model, batch, device)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            torch.nn.utils.clip_grad_norm_(body, 1.0)
             optimizer.step()
             seconds += time.perf_counter() - t0
             row = {"step": step, "loss": round(loss.item(), 5), "agreement": round(agreement.item(), 4),
@@ -501,6 +509,8 @@ def train(
             f.flush()
             bar.set_postfix(loss=f"{row['loss']:.3f}", agree=f"{row['agreement']:.2f}")
             bar.update()
+            if on_step:
+                on_step(row)  # the app's live loss curve
             if (step + 1) % cfg.checkpoint_every == 0 or step + 1 == cfg.steps:
                 _save_atomic({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                               "step": step + 1, "seconds": seconds, "config": asdict(cfg)}, checkpoint)

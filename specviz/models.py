@@ -51,6 +51,20 @@ def cache_dir() -> Path:
     return Path(os.environ.get("SPECVIZ_CACHE") or Path.home() / ".cache" / "specviz")
 
 
+def user_drafts_dir() -> Path:
+    """Where drafts distilled on this machine (Distil page, `specviz distill --out`) are kept."""
+    return cache_dir() / "drafts"
+
+
+def draft_folders() -> list[tuple[str, Path]]:
+    """(kind, folder) of every named draft: shipped with SpecViz first, then distilled here."""
+    found = []
+    for kind, root in (("shipped draft", SHIPPED_DRAFTS), ("distilled here", user_drafts_dir())):
+        if root.is_dir():
+            found += [(kind, f) for f in sorted(root.iterdir()) if (f / "config.json").is_file()]
+    return found
+
+
 @dataclass(eq=False)
 class LoadedModel:
     """A causal LM with its tokenizer, ready on one device. Shared and read-only once loaded."""
@@ -164,8 +178,9 @@ def resolve(name: str, progress: Callable[[str], None] | None = None) -> str:
     key = ALIASES.get(name, name)
     if key in EMBEDDED:
         return str(embedded_folder(key, progress))
-    if (SHIPPED_DRAFTS / name / "config.json").is_file():
-        return str(SHIPPED_DRAFTS / name)
+    for _, folder in draft_folders():
+        if folder.name == name:
+            return str(folder)
     path = Path(name).expanduser()
     if path.exists():
         if not path.is_dir():
@@ -253,18 +268,16 @@ def available_models() -> list[dict]:
             "path": str(cache_dir() / "models" / key) if converted else str(entry.gguf_path() or ""),
             "offline": entry.gguf_path() is not None or converted,
         })
-    if SHIPPED_DRAFTS.is_dir():
-        for folder in sorted(SHIPPED_DRAFTS.iterdir()):
-            if (folder / "config.json").is_file():
-                rows.append({
-                    "name": folder.name,
-                    "aliases": [],
-                    "kind": "shipped draft",
-                    "title": folder.name,
-                    "parameters": _count_params(folder),
-                    "path": str(folder),
-                    "offline": True,
-                })
+    for kind, folder in draft_folders():
+        rows.append({
+            "name": folder.name,
+            "aliases": [],
+            "kind": kind,
+            "title": folder.name,
+            "parameters": _count_params(folder),
+            "path": str(folder),
+            "offline": True,
+        })
     return rows
 
 

@@ -20,7 +20,7 @@ from . import measure
 from .config import Decoding, Sampling, Verification  # noqa: F401 — Decoding is re-exported for pages
 from .drafters import build_drafter
 from .errors import SpecVizError
-from .models import DEFAULT_TARGET, available_models, load_model, pick_device
+from .models import DEFAULT_TARGET, draft_folders, load_model, pick_device
 from .prompts import CATEGORIES, load_prompt_set
 from .records import Comparison, loads
 from .views import tables
@@ -70,8 +70,7 @@ def get_target(name: str, device: str = "auto", dtype: str = "auto"):
 
 def draft_options() -> list[str]:
     """What the draft pickers offer out of the box: shipped drafts, model-free and self drafts."""
-    shipped = [m["name"] for m in available_models() if m["kind"] == "shipped draft"]
-    return shipped + ["ngram", "layerskip:4", "layerskip:8", "layerskip:15", "target"]
+    return [folder.name for _, folder in draft_folders()] + ["ngram", "layerskip:4", "layerskip:8", "layerskip:15", "target"]
 
 
 def target_options() -> list[str]:
