@@ -22,11 +22,7 @@ with st.sidebar:
     with ui.error_box("use these settings"):
         settings = ui.decoding_controls("dl", with_gamma=False)
 
-presets = {row["id"]: row for rows in ui.presets().values() for row in rows}
-picked = st.multiselect("Prompts (evaluation presets; every γ runs on each)", list(presets), default=list(presets)[:1],
-                        key="dl-prompts", format_func=lambda i: f"{presets[i]['category']} · {presets[i]['prompt'][:90]}")
-own = st.text_area("…and/or a prompt of your own", key="dl-own", height=70)
-prompts = [presets[i]["prompt"] for i in picked] + ([own] if own.strip() else [])
+prompts = ui.prompts_picker("dl", "every γ runs on each")
 
 state = st.session_state
 run_col, stop_col = st.columns([1, 5])

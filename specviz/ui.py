@@ -117,6 +117,15 @@ def error_box(what: str = "run"):
         st.error(f"Could not {what}: unexpected {exc.__class__.__name__}: {str(exc)[:200]}", icon="⚠️")
 
 
+def prompts_picker(key: str, runs_on: str) -> list[str]:
+    """Several evaluation presets and/or a prompt of one's own, for sweeps."""
+    rows = {row["id"]: row for rows in presets().values() for row in rows}
+    picked = st.multiselect(f"Prompts (evaluation presets; {runs_on})", list(rows), default=list(rows)[:1],
+                            key=f"{key}-prompts", format_func=lambda i: f"{rows[i]['category']} · {rows[i]['prompt'][:90]}")
+    own = st.text_area("…and/or a prompt of your own", key=f"{key}-own", height=70)
+    return [rows[i]["prompt"] for i in picked] + ([own] if own.strip() else [])
+
+
 def prompt_picker(key: str, default_category: str = "chat") -> str:
     """Preset prompts by workload, or free text."""
     sets = presets()
