@@ -13,7 +13,8 @@ st.write("The best draft is not the most accurate one: speedup needs a high acce
 ui.sidebar_device()
 
 options = ui.draft_options()
-default = ([options[0], "ngram", "layerskip:8"] if options[0] != "ngram" else ["ngram", "layerskip:8", "target"])
+named = [o for o in options if o not in ("ngram", "target") and not o.startswith("layerskip")]
+default = ["ngram", *named[:1], "layerskip:8", "target"][:4]  # model-free, distilled, self-draft and the control
 with st.sidebar:
     st.header("Comparison settings")
     target = ui.target_picker("cmp-target")

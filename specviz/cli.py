@@ -1,4 +1,4 @@
-"""Command line: `python -m specviz models | run | bench`.
+"""Command line: `python -m specviz models | run | bench | distill`.
 
 Errors a user can cause exit with status 2 and one line on stderr, never a traceback.
 """

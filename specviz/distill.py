@@ -39,7 +39,7 @@ import torch
 
 from .config import Decoding
 from .errors import ConfigError, SpecVizError
-from .models import ROOT, SHIPPED_DRAFTS, LoadedModel, load_model
+from .models import ALIASES, EMBEDDED, ROOT, SHIPPED_DRAFTS, LoadedModel, load_model
 from .prompts import CATEGORIES, encode, load_prompt_set
 
 WORK_DIR = ROOT / "artifacts" / "distill"  # generated data, checkpoints and loss logs (git-ignored)
@@ -57,16 +57,16 @@ class DistillConfig:
     heads: int = 0  # attention heads; 0 = hidden / 64 (the target's head size), at least 1
     kv_heads: int = 0  # key/value heads; 0 = half the heads (grouped-query, as the target), at least 1
     intermediate: int = 0  # MLP width; 0 = 4 x hidden (cheap beside the head, so generous)
-    steps: int = 400  # optimiser steps
-    batch_size: int = 16  # sequences (prompt + answer) per step
+    steps: int = 600  # optimiser steps (about 12 min for 2 x 256 on one CPU core)
+    batch_size: int = 8  # sequences (prompt + answer) per step; with little data, more small steps learn faster
     seq_len: int = 384  # tokens kept per sequence; the longest train prompt plus 128 answer tokens fit
-    lr: float = 2e-3  # peak AdamW learning rate (tiny models take a high one)
+    lr: float = 4e-3  # peak AdamW learning rate (tiny models take a high one)
     warmup: int = 30  # linear warm-up steps, then cosine decay to a tenth of the peak
     weight_decay: float = 0.01  # AdamW weight decay
     embedding_lr: float = 1.0  # the tied embedding's learning rate relative to lr; 0 freezes the target's projection
-    samples: int = 3  # sampled answers per train prompt, besides the greedy one
+    samples: int = 1  # sampled answers per train prompt, besides the greedy one (more data is the first thing to add)
     temperature: float = 0.8  # temperature of the sampled answers (greedy ones use argmax)
-    max_new_tokens: int = 128  # answer length cap; evaluation decodes 64, so this covers it twice
+    max_new_tokens: int = 96  # answer length cap; evaluation decodes 64, so this covers it with room
     max_prompts: int = 0  # train prompts used per category; 0 = all of them
     data_minutes: float = 0.0  # generation budget in minutes over all runs (0 = none); greedy answers come first
     gen_batch: int = 32  # rows generated together (left-padded); the target's CPU throughput peaks near here
@@ -648,7 +648,7 @@ def summarize(cfg: DistillConfig, target: LoadedModel, model: torch.nn.Module, d
     return {
         "draft": cfg.draft_name,
         "target": target.name,
-        "target_title": getattr(target.model.config, "_name_or_path", "") or target.source,
+        "target_title": _title(target),
         "shape": {"layers": c.num_hidden_layers, "hidden": c.hidden_size, "heads": c.num_attention_heads,
                   "kv_heads": c.num_key_value_heads, "intermediate": c.intermediate_size, "vocab": c.vocab_size},
         "parameters": sum(p.numel() for p in model.parameters()),
@@ -661,6 +661,11 @@ def summarize(cfg: DistillConfig, target: LoadedModel, model: torch.nn.Module, d
                      "final_agreement": training.final_agreement, "device": str(target.device),
                      "torch": torch.__version__},
     }
+
+
+def _title(target: LoadedModel) -> str:
+    key = ALIASES.get(target.name, target.name)
+    return EMBEDDED[key].title if key in EMBEDDED else target.name
 
 
 def model_card(summary: dict, evaluation: dict | None) -> str:
@@ -715,13 +720,30 @@ def model_card(summary: dict, evaluation: dict | None) -> str:
                 f"| {cat} | {f['prompts']} | {f['alpha']:.3f} | {f['mean_accepted_tokens']:.2f} | {f['c']:.3f} | "
                 f"{f['speedup']:.2f}x | {f['identical']}/{f['prompts']} |"
             )
+        # The target alone makes one token per step; a round costs γc steps of drafting plus one verification.
+        break_even = st["gamma"] * a["c"] + a["verify_cost"]
         lines += [
             "",
             f"A target decoding step took {a['target_step_ms']:.0f} ms on average, a verification forward (γ+1 "
             f"tokens) {a['verify_cost']:.2f} steps; median speedup {a['median_speedup']:.2f}x. The machine was "
             "shared with other jobs, so timings are noisy.",
+            "",
+            f"A round costs γc + {a['verify_cost']:.2f} = {break_even:.2f} target steps, so the draft pays off once a "
+            f"round yields more than {break_even:.2f} tokens; it yields {a['mean_accepted_tokens']:.2f}"
+            + (" (faster than the target alone)." if a["mean_accepted_tokens"] > break_even
+               else ", so on this machine it makes decoding slower, not faster."),
         ]
     return "\n".join(lines) + "\n"
+
+
+def write_card(cfg: DistillConfig) -> Path:
+    """(Re)write a draft's README.md from the summary.json and evaluation.json in its run folder."""
+    summary = json.loads((cfg.run_dir / "summary.json").read_text(encoding="utf-8"))
+    ev_path = cfg.run_dir / "evaluation.json"
+    evaluation = json.loads(ev_path.read_text(encoding="utf-8")) if ev_path.is_file() else None
+    card = cfg.out_dir / "README.md"
+    card.write_text(model_card(summary, evaluation), encoding="utf-8")
+    return card
 
 
 def evaluate_drafts(cfgs: list[DistillConfig], target: LoadedModel, per_category: int = 0,
@@ -733,8 +755,7 @@ def evaluate_drafts(cfgs: list[DistillConfig], target: LoadedModel, per_category
     for cfg in cfgs:
         evaluation = evaluations[str(cfg.out_dir)]
         (cfg.run_dir / "evaluation.json").write_text(json.dumps(evaluation, indent=1), encoding="utf-8")
-        summary = json.loads((cfg.run_dir / "summary.json").read_text(encoding="utf-8"))
-        (cfg.out_dir / "README.md").write_text(model_card(summary, evaluation), encoding="utf-8")
+        write_card(cfg)
         results[cfg.draft_name] = evaluation
     return results
 

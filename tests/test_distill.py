@@ -21,7 +21,8 @@ from specviz.config import Decoding
 from specviz.decode import generate
 from specviz.distill import DistillConfig, generate_data, new_draft, save_draft, train
 from specviz.drafters import ModelDrafter, build_drafter
-from specviz.models import load_model
+from specviz.models import SHIPPED_DRAFTS, load_model
+from specviz.prompts import load_prompt_set
 from tiny import VOCAB, WORDS, make_tokenizer, tiny_llama, wrap
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -159,3 +160,29 @@ def test_command_distils_evaluates_and_writes_the_model_card(target, tmp_path, c
     assert "| **all** | 7 |" in card and "identical output" in card  # one eval prompt per category
     assert "7/7 |" in card  # every speculative output was the target's own
     assert "all " in capsys.readouterr().out
+
+
+SHIPPED = sorted(p.name for p in SHIPPED_DRAFTS.glob("*") if (p / "config.json").is_file())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_draft_loads_offline_by_name_and_drafts_for_the_default_target(name):
+    target = load_model("default")
+    draft = load_model(name)  # found under assets/drafts, fp16 on disk, fp32 in memory
+    assert draft.source == str(SHIPPED_DRAFTS / name)
+    assert all(p.dtype == torch.float32 for p in draft.model.parameters())
+    assert (SHIPPED_DRAFTS / name / "README.md").read_text().count("| **all** |") == 1  # the card has its figures
+    prompt = load_prompt_set("chat", split="eval")[0]["prompt"]
+    settings = Decoding(gamma=4, max_new_tokens=32)
+    run = generate(target, build_drafter(name, target, load=lambda _: draft), prompt, settings)
+    assert run.output_ids == generate(target, None, prompt, settings).output_ids
+    assert run.accepted > 0
+
+
+def test_at_least_two_drafts_of_different_cost_are_shipped_within_60_mb():
+    assert len(SHIPPED) >= 2
+    sizes = {n: sum(f.stat().st_size for f in (SHIPPED_DRAFTS / n).iterdir()) for n in SHIPPED}
+    assert sum(sizes.values()) <= 60 * 2**20, sizes
+    widths = {json.loads((SHIPPED_DRAFTS / n / "config.json").read_text())["hidden_size"] for n in SHIPPED}
+    assert len(widths) >= 2
