@@ -61,7 +61,7 @@ def replay():
         st.session_state["rounds-step-of"], st.session_state["rounds-step"] = id(comparison), n
     step = min(max(st.session_state["rounds-step"], 1), n)
     b1, b2, b3, b4 = st.columns([1, 1, 1, 5])
-    if b1.button("⏮ First", key="rounds-first"):
+    if b1.button("« First", key="rounds-first"):
         step = 1
     if b2.button("◀ Back", key="rounds-back"):
         step = max(1, step - 1)
