@@ -251,13 +251,17 @@ def generate_data(
     return Dataset([cached[(p["id"], j)] for p, j in wanted if (p["id"], j) in cached], seconds)
 
 
-def train_prompts(per_category: int = 0) -> list[dict]:
-    """The TRAIN split, optionally the first N prompts of each category."""
+def prompts_of(split: str, per_category: int = 0) -> list[dict]:
+    """The TRAIN or EVAL split, optionally the first N prompts of each category."""
     rows = []
     for category in CATEGORIES:
-        mine = load_prompt_set(category, split="train")
+        mine = load_prompt_set(category, split=split)
         rows += mine[:per_category] if per_category else mine
     return rows
+
+
+def train_prompts(per_category: int = 0) -> list[dict]:
+    return prompts_of("train", per_category)
 
 
 def _save_atomic(obj, path: Path) -> None:
@@ -633,12 +637,7 @@ def _dtype_name(dtype: torch.dtype) -> str:
 
 
 def eval_prompts(per_category: int = 0) -> list[dict]:
-    """The EVAL split, optionally the first N prompts of each category."""
-    rows = []
-    for category in CATEGORIES:
-        mine = load_prompt_set(category, split="eval")
-        rows += mine[:per_category] if per_category else mine
-    return rows
+    return prompts_of("eval", per_category)
 
 
 def summarize(cfg: DistillConfig, target: LoadedModel, model: torch.nn.Module, data: Dataset, training: Training) -> dict:
