@@ -27,19 +27,12 @@ from .config import Decoding, Verification
 from .drafters import Drafter
 from .errors import ConfigError
 from .models import LoadedModel
-from .records import Comparison, Run
+from .records import Comparison, Run, token_agreement  # noqa: F401 — re-exported
 
 TAU, LENIENCE = "tau", "lenience"
 
 
 # --- metrics ---------------------------------------------------------------------------------
-def token_agreement(output: Sequence[int], reference: Sequence[int]) -> float:
-    """Fraction of positions where the two token lists agree, over the longer one (1 when both are empty)."""
-    if not output and not reference:
-        return 1.0
-    return sum(a == b for a, b in zip(output, reference)) / max(len(output), len(reference))
-
-
 def _both_empty(output: str, reference: str) -> bool:
     """Two outputs with no words are the same output; the libraries score them 0, so this is checked first."""
     return not output.split() and not reference.split()

@@ -182,6 +182,13 @@ class Run:
             raise SpecVizError(f"the run record is damaged ({exc}); export it again from SpecViz") from None
 
 
+def token_agreement(output: list[int], reference: list[int]) -> float:
+    """Fraction of positions where two token lists agree, over the longer one (1 when both are empty)."""
+    if not output and not reference:
+        return 1.0
+    return sum(a == b for a, b in zip(output, reference)) / max(len(output), len(reference))
+
+
 def _check_types(run: Run) -> None:
     """Raise TypeError if a loaded record holds values of the wrong type (a hand-edited or damaged file)."""
 
@@ -236,10 +243,7 @@ class Comparison:
     @property
     def agreement(self) -> float:
         """Fraction of positions where the two outputs agree (over the longer output)."""
-        a, b = self.spec.output_ids, self.baseline.output_ids
-        if not a and not b:
-            return 1.0
-        return sum(x == y for x, y in zip(a, b)) / max(len(a), len(b))
+        return token_agreement(self.spec.output_ids, self.baseline.output_ids)
 
     @property
     def cost_ratio(self) -> float:
