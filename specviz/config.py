@@ -14,6 +14,7 @@ from .errors import ConfigError
 VERIFY_MODES = ("exact", "relaxed")
 MAX_GAMMA = 64  # longer drafts never pay off; the cap keeps a typo from drafting thousands of tokens
 MAX_NEW_TOKENS = 4096
+MAX_TEMPERATURE = 100.0  # far past any useful value: softmax(logits / 100) is all but uniform
 
 
 def _number(name: str, value, kind=float):
@@ -38,14 +39,14 @@ class Sampling:
 
     def __post_init__(self):
         t = _number("temperature", self.temperature)
-        if t < 0 or t > 100:
-            raise ConfigError(f"temperature must be between 0 (greedy) and 100, got {t:g}")
+        if not 0 <= t <= MAX_TEMPERATURE:
+            raise ConfigError(f"temperature must be between 0 (greedy) and {MAX_TEMPERATURE:g}, got {t:g}")
         k = _number("top-k", self.top_k, int)
         if k < 0:
             raise ConfigError(f"top-k must be 0 (off) or a positive count, got {k}")
         p = _number("top-p", self.top_p)
         if not 0 < p <= 1:
-            raise ConfigError(f"top-p must be in (0, 1], got {p:g}")
+            raise ConfigError(f"top-p must be above 0 and at most 1 (1 = off), got {p:g}")
         object.__setattr__(self, "temperature", t)
         object.__setattr__(self, "top_k", k)
         object.__setattr__(self, "top_p", p)
@@ -79,7 +80,7 @@ class Verification:
             raise ConfigError(f"verification top-k must be at least 1, got {k}")
         lenience = _number("lenience", self.lenience)
         if not 0 < lenience <= 1:
-            raise ConfigError(f"lenience must be in (0, 1] (1 = exact), got {lenience:g}")
+            raise ConfigError(f"lenience must be above 0 and at most 1 (1 = exact), got {lenience:g}")
         object.__setattr__(self, "tolerance", tol)
         object.__setattr__(self, "top_k", k)
         object.__setattr__(self, "lenience", lenience)
@@ -120,7 +121,7 @@ class Decoding:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Decoding":
+    def from_dict(cls, data: dict) -> Decoding:
         data = dict(data)
         data["sampling"] = Sampling(**data.get("sampling", {}))
         data["verification"] = Verification(**data.get("verification", {}))

@@ -171,7 +171,8 @@ def layer_skip_view(model: torch.nn.Module, n_layers: int) -> torch.nn.Module:
     if layers is None:
         raise ConfigError(f"layer-skip drafting needs a decoder with model.layers; {type(model).__name__} has none")
     if not 1 <= n_layers < len(layers):
-        raise ConfigError(f"layerskip:K needs 1 <= K < {len(layers)} (the target's layer count), got {n_layers}")
+        raise ConfigError(f"layerskip:{n_layers} keeps too many layers: this target has {len(layers)}, "
+                          f"so use layerskip:1 … layerskip:{len(layers) - 1}")
     config = copy.deepcopy(model.config)
     config.num_hidden_layers = n_layers
     if getattr(config, "layer_types", None):

@@ -20,3 +20,8 @@ class ModelLoadError(SpecVizError):
 
 class IncompatiblePairError(SpecVizError):
     """Draft and target cannot be used together (different vocabulary or special tokens)."""
+
+
+# Out of GPU memory is not a SpecVizError (torch raises it mid-run); the CLI and the app both catch
+# it and show this, each adding what its own controls can change.
+OUT_OF_MEMORY = "the GPU ran out of memory; pick a smaller target or draft, lower max new tokens"

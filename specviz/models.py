@@ -7,14 +7,15 @@ it once to safetensors in SpecViz's cache folder; later loads take well under a 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
 import socket
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -37,7 +38,7 @@ class EmbeddedModel:
         spec = importlib.util.find_spec(self.package)  # finds the folder without importing it
         if spec is None or not spec.submodule_search_locations:
             return None
-        path = Path(list(spec.submodule_search_locations)[0]) / self.gguf
+        path = Path(next(iter(spec.submodule_search_locations))) / self.gguf
         return path if path.is_file() else None
 
 
@@ -123,7 +124,7 @@ def pick_dtype(requested: str, device: torch.device) -> torch.dtype:
     if requested not in DTYPES:
         raise ModelLoadError(f"unknown dtype {requested!r}; use auto, fp32, bf16 or fp16")
     if device.type == "cpu" and requested != "fp32":
-        raise ModelLoadError(f"{requested} is for GPUs; on the CPU SpecViz runs fp32")
+        raise ModelLoadError(f"{requested} is for GPUs; on the CPU SpecViz runs fp32 (use --dtype auto or fp32)")
     return DTYPES[requested]
 
 
@@ -186,10 +187,15 @@ def resolve(name: str, progress: Callable[[str], None] | None = None) -> str:
         if not path.is_dir():
             raise ModelLoadError(f"{name} is a file; give the folder that holds config.json and the weights")
         if not (path / "config.json").is_file():
-            raise ModelLoadError(f"the folder {name} has no config.json; is it a transformers model folder?")
+            raise ModelLoadError(
+                f"the folder {name} has no config.json, so it holds no saved model; give the folder that "
+                "save_pretrained wrote (config.json, the weights and the tokenizer files)"
+            )
         return str(path)
     if name.startswith((".", "/", "~")) or os.sep + os.sep in name or name.count("/") > 1:
-        raise ModelLoadError(f"the folder {name} does not exist")
+        raise ModelLoadError(
+            f"the folder {name} does not exist; check the path (`python -m specviz models` lists the names that work here)"
+        )
     return name  # a hub id
 
 
@@ -197,35 +203,68 @@ def load_model(
     name: str, device: str = "auto", dtype: str = "auto", progress: Callable[[str], None] | None = None
 ) -> LoadedModel:
     """Load a causal LM and its tokenizer; every failure becomes one clear ModelLoadError."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     dev = pick_device(device)
     torch_dtype = pick_dtype(dtype, dev)
     source = resolve(name, progress)
     is_hub = not Path(source).exists()
-    kwargs = {}
-    if is_hub:
-        offline = os.environ.get("HF_HUB_OFFLINE") == "1" or not _hub_reachable()
-        kwargs["local_files_only"] = offline
-    try:
+    offline = is_hub and (os.environ.get("HF_HUB_OFFLINE") == "1" or not _hub_reachable())
+    kwargs = {"local_files_only": True} if offline else {}
+    with _load_errors(name, offline):
+        config = AutoConfig.from_pretrained(source, **kwargs)
+    _require_causal_lm(name, config)  # before the weights: a BERT folder would load as a random-headed "LM"
+    placement = {"device_map": "auto"} if dev.type == "cuda" else {}  # accelerate spreads large targets
+    with _load_errors(name, offline):
         tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
-        placement = {"device_map": "auto"} if dev.type == "cuda" else {}  # accelerate spreads large targets
         model = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype, **placement, **kwargs)
-    except (OSError, ValueError, KeyError, RuntimeError, EnvironmentError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
-        if is_hub and kwargs.get("local_files_only"):
-            raise ModelLoadError(
-                f"{name!r} is not a local folder or a built-in name, and the Hugging Face hub cannot be reached "
-                "(offline); use 'default', a shipped draft, or a local model folder"
-            ) from None
-        if "Unrecognized configuration class" in first or "does not recognize this architecture" in first:
-            raise ModelLoadError(f"{name} is not a causal language model (cannot generate text): {first[:160]}") from None
-        raise ModelLoadError(f"could not load {name}: {first[:240]}") from None
     if "device_map" not in placement:
         model.to(dev)
     model.eval()
     model.requires_grad_(False)
     return LoadedModel(name=name, source=source, model=model, tokenizer=tokenizer, device=model.device, dtype=torch_dtype)
+
+
+@contextlib.contextmanager
+def _load_errors(name: str, offline: bool):
+    """Turn what transformers raises for a missing, damaged or unsupported model into one ModelLoadError."""
+    from safetensors import SafetensorError
+
+    try:
+        yield
+    except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
+        if offline:
+            raise ModelLoadError(
+                f"{name!r} is not a local folder or a built-in name, and the Hugging Face hub cannot be reached "
+                "(offline); use 'default', a shipped draft, or a local model folder"
+            ) from None
+        if "Unrecognized configuration class" in first or "does not recognize this architecture" in first:
+            raise ModelLoadError(
+                f"{name} is not a causal language model (cannot generate text); pick a decoder-only model "
+                f"such as Llama, Qwen or SmolLM ({first[:120]})"
+            ) from None
+        raise ModelLoadError(
+            f"could not load {name}: {first[:200].rstrip('.')}; the model files may be damaged or incomplete: save or download them again"
+        ) from None
+
+
+def _require_causal_lm(name: str, config) -> None:
+    """Refuse encoders (BERT), encoder-decoders (T5) and other heads: only a causal LM can draft or verify.
+
+    transformers would load a BertForMaskedLM folder as BertLMHeadModel with a new random head, so
+    the check reads the architecture the folder was saved as.
+    """
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    saved_as = getattr(config, "architectures", None) or []
+    causal = set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values())
+    if getattr(config, "is_encoder_decoder", False) or (saved_as and not causal.intersection(saved_as)):
+        kind = saved_as[0] if saved_as else config.model_type
+        raise ModelLoadError(
+            f"{name} is a {kind}, not a causal language model (it cannot generate text); "
+            "pick a decoder-only model such as Llama, Qwen or SmolLM"
+        )
 
 
 def shared_vocab(target: LoadedModel, draft: LoadedModel) -> int:
@@ -238,13 +277,16 @@ def shared_vocab(target: LoadedModel, draft: LoadedModel) -> int:
     if t_tok.get_vocab() != d_tok.get_vocab():
         raise IncompatiblePairError(
             f"{draft.name} cannot draft for {target.name}: their tokenizers differ "
-            f"({len(d_tok)} vs {len(t_tok)} tokens, or the same sizes with different ids); "
-            "speculative decoding needs one shared vocabulary"
+            f"({len(d_tok)} vs {len(t_tok)} tokens, or the same sizes with different ids); speculative decoding "
+            "needs one shared vocabulary: pick a draft of the target's model family, or ngram / layerskip:K"
         )
     for attr in ("eos_token_id", "bos_token_id", "pad_token_id", "unk_token_id"):
         a, b = getattr(t_tok, attr, None), getattr(d_tok, attr, None)
         if a is not None and b is not None and a != b:
-            raise IncompatiblePairError(f"{draft.name} and {target.name} disagree on special tokens ({attr}: {b} vs {a})")
+            raise IncompatiblePairError(
+                f"{draft.name} and {target.name} disagree on special tokens ({attr}: {b} vs {a}); "
+                "pick a draft of the target's model family, or ngram / layerskip:K"
+            )
     vocab = len(t_tok)
     for m in (target, draft):
         rows = m.model.get_output_embeddings().weight.shape[0]
@@ -288,10 +330,10 @@ def _count_params(folder: Path) -> int | None:
         total = 0
         for file in folder.glob("*.safetensors"):
             with safe_open(str(file), "pt") as f:
-                for key in f.keys():
+                for key in f.keys():  # noqa: SIM118 — safe_open is not a dict
                     total += _numel(f.get_slice(key).get_shape())
         return total
-    except Exception:  # a folder we cannot read is listed without a count
+    except Exception:  # noqa: BLE001 — a folder we cannot read is listed without a count
         return None
 
 

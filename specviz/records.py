@@ -11,8 +11,8 @@ import json
 import statistics
 from dataclasses import asdict, dataclass, field, fields
 
-from .errors import SpecVizError
 from . import theory
+from .errors import SpecVizError
 
 SCHEMA = "specviz.run/1"
 
@@ -164,10 +164,13 @@ class Run:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Run":
+    def from_dict(cls, data: dict) -> Run:
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             found = data.get("schema") if isinstance(data, dict) else type(data).__name__
-            raise SpecVizError(f"not a SpecViz run of this version (expected schema {SCHEMA!r}, found {found!r})")
+            raise SpecVizError(
+                f"not a SpecViz run of this version (expected schema {SCHEMA!r}, found {found!r}); "
+                "export it again with this version of SpecViz"
+            )
         try:
             data = dict(data)
             data["rounds"] = [
@@ -292,9 +295,12 @@ class Comparison:
         }
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Comparison":
+    def from_dict(cls, data: dict) -> Comparison:
         if not isinstance(data, dict) or "spec" not in data or "baseline" not in data:
-            raise SpecVizError("not a SpecViz comparison export (expected 'spec' and 'baseline' runs)")
+            raise SpecVizError(
+                "not a SpecViz comparison export (expected 'spec' and 'baseline' runs); "
+                "load a file saved by a 'Runs (JSON, replayable)' button"
+            )
         return cls(
             Run.from_dict(data["spec"]),
             Run.from_dict(data["baseline"]),
@@ -307,12 +313,28 @@ def dumps(record: Run | Comparison) -> str:
     return json.dumps(record.to_dict())
 
 
+def _parse(text: str | bytes):
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise SpecVizError(
+            f"the file is not valid JSON ({exc.__class__.__name__}; damaged or cut short?); export the run again from SpecViz"
+        ) from None
+
+
 def loads(text: str | bytes) -> Comparison | Run:
     """A run or comparison exported as JSON, checked, for replay without models."""
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise SpecVizError(f"the file is not valid JSON ({exc.__class__.__name__}); export the run again") from None
+    data = _parse(text)
     if isinstance(data, dict) and "spec" in data:
         return Comparison.from_dict(data)
     return Run.from_dict(data)
+
+
+def load_comparisons(text: str | bytes) -> dict[str, Comparison]:
+    """Comparisons by name from a JSON export: one comparison, or several saved by a download button."""
+    data = _parse(text)
+    if isinstance(data, dict) and "spec" in data:
+        return {"loaded run": Comparison.from_dict(data)}
+    if isinstance(data, dict) and data and all(isinstance(v, dict) for v in data.values()):
+        return {name: Comparison.from_dict(v) for name, v in data.items()}
+    raise SpecVizError("the file is not a SpecViz export; load a file saved by a 'Runs (JSON, replayable)' button")

@@ -19,10 +19,10 @@ import torch
 from . import measure
 from .config import Decoding, Sampling, Verification  # noqa: F401 — Decoding is re-exported for pages
 from .drafters import build_drafter
-from .errors import SpecVizError
+from .errors import OUT_OF_MEMORY, SpecVizError
 from .models import DEFAULT_TARGET, draft_folders, load_model, pick_device
-from .prompts import CATEGORIES, load_prompt_set
-from .records import Comparison, loads
+from .prompts import CATEGORIES, check_prompt, load_prompt_set
+from .records import Comparison, load_comparisons, loads
 from .views import tables
 from .views.tokens import legend_html
 
@@ -111,9 +111,9 @@ def error_box(what: str = "run"):
         yield
     except SpecVizError as exc:
         st.error(f"Could not {what}: {exc}", icon="⚠️")
-    except torch.cuda.OutOfMemoryError:
+    except torch.OutOfMemoryError:
         torch.cuda.empty_cache()
-        st.error(f"Could not {what}: the GPU ran out of memory. Lower max new tokens or pick smaller models.", icon="⚠️")
+        st.error(f"Could not {what}: {OUT_OF_MEMORY}, or run SpecViz on a machine with more GPU memory.", icon="⚠️")
     except Exception as exc:  # noqa: BLE001 — never a traceback in front of a workshop
         st.error(f"Could not {what}: unexpected {exc.__class__.__name__}: {str(exc)[:200]}", icon="⚠️")
 
@@ -168,6 +168,7 @@ def baseline_key(target: str, prompt: str, settings: Decoding) -> str:
 
 def measured_run(target_name: str, draft: str, prompt: str, settings: Decoding, repeats: int = 1) -> Comparison:
     """A speculative run and its baseline; the baseline is measured once per prompt and settings."""
+    check_prompt(prompt)  # before loading a model for nothing
     target = get_target(target_name)
     make = lambda: build_drafter(draft, target, loader())  # noqa: E731 — a fresh drafter per run
     make()  # refuse an unknown or incompatible draft before timing anything
@@ -206,13 +207,5 @@ def export_buttons(comparisons: dict[str, Comparison], key: str) -> None:
 
 
 def load_export(uploaded) -> dict[str, Comparison]:
-    """Runs from an exported JSON file (one comparison, or several by name); SpecVizError if damaged."""
-    try:
-        data = json.loads(uploaded.getvalue())
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise SpecVizError("the file is not valid JSON; export the runs again from SpecViz") from None
-    if isinstance(data, dict) and "spec" in data:
-        return {"loaded run": Comparison.from_dict(data)}
-    if isinstance(data, dict) and data and all(isinstance(v, dict) for v in data.values()):
-        return {name: Comparison.from_dict(v) for name, v in data.items()}
-    raise SpecVizError("the file is not a SpecViz export (expected runs saved by a JSON download button)")
+    """Runs from an uploaded JSON export (one comparison, or several by name); SpecVizError if damaged."""
+    return load_comparisons(uploaded.getvalue())

@@ -28,7 +28,7 @@ def test_missing_local_folder_as_draft(capsys, tmp_path):
 @pytest.mark.slow
 def test_bad_layerskip_depth(capsys):
     err = _one_line_error(capsys, ["run", "--draft", "layerskip:99", "--prompt", "hi", "--max-new-tokens", "4"])
-    assert "layerskip:K needs 1 <= K < 30" in err
+    assert "use layerskip:1 … layerskip:29" in err
 
 
 class Upload:
