@@ -6,19 +6,22 @@ Errors a user can cause exit with status 2 and one line on stderr, never a trace
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
 from dataclasses import replace
 from pathlib import Path
 
+import torch
+
 from .config import Decoding, Sampling, Verification
 from .drafters import build_drafter
-from .errors import SpecVizError
-from .measure import WARMUP_TOKENS, compare, timed, warm_up
-from .peer import hf_generate
+from .errors import OUT_OF_MEMORY, SpecVizError
+from .measure import WARMUP_TOKENS, compare, machine, timed, warm_up
 from .models import DEFAULT_TARGET, available_models, load_model
-from .prompts import read_jsonl
+from .peer import hf_generate
+from .prompts import check_prompt, read_jsonl
 from .records import ACCEPTED, BONUS, REJECTED, RESAMPLED, TARGET, Comparison
 
 BENCH_FIELDS = (
@@ -31,6 +34,21 @@ class Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2 (argparse prints the whole usage otherwise)
         sys.stderr.write(f"specviz: error: {message} (see --help)\n")
         raise SystemExit(2)
+
+
+def _at_least(low: int):
+    """An argparse type: a whole number >= low, refused in one line otherwise."""
+
+    def whole(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+
+    return whole
 
 
 def _add_decoding(p: argparse.ArgumentParser) -> None:
@@ -49,7 +67,7 @@ def _add_decoding(p: argparse.ArgumentParser) -> None:
     p.add_argument("--raw", action="store_true", help="send the prompt as raw text, without the chat template")
     p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda, mps")
     p.add_argument("--dtype", default="auto", help="auto (fp32 on CPU, bf16 on GPU), fp32, bf16, fp16")
-    p.add_argument("--repeats", type=int, default=1, help="time each run N times and use the median")
+    p.add_argument("--repeats", type=_at_least(1), default=1, help="time each run N times and use the median")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--draft", action="append", required=True, help="repeat for several drafts")
     bench.add_argument("--prompts", required=True, help="JSONL file, one object per line with id and prompt")
     bench.add_argument("--out", required=True, help="JSONL file to write")
-    bench.add_argument("--limit", type=int, default=0, help="use only the first N prompts")
+    bench.add_argument("--limit", type=_at_least(0), default=0, help="use only the first N prompts (0 = all)")
     bench.add_argument("--compare-hf", action="store_true",
                        help="also time transformers' generate with the same drafter and γ (assisted / prompt lookup)")
     from . import distill
@@ -165,9 +183,10 @@ def _figures(c: Comparison | None, run) -> list[tuple[str, str]]:
 
 def cmd_run(args) -> int:
     settings = _settings(args)
+    check_prompt(args.prompt)  # before loading a model for nothing
     pool = ModelPool(args.device, args.dtype)
     target = pool(args.target)
-    make = lambda: build_drafter(args.draft, target, pool)  # noqa: E731 — a fresh drafter per run
+    make = functools.partial(build_drafter, args.draft, target, pool)  # a fresh drafter per run
     make()  # refuse an incompatible or unknown draft before any timing
     if args.no_baseline:
         run, comparison = timed(target, make, args.prompt, settings, args.repeats)[0], None
@@ -212,6 +231,7 @@ def cmd_bench(args) -> int:
         hf_generate(target, None, first, short)
         for make in makers.values():
             hf_generate(target, make(), first, short)
+    where = machine(target.device)
     rows = []
     with out_path.open("w", encoding="utf-8") as out, tqdm(total=len(prompts) * len(makers), file=sys.stderr, unit="run") as bar:
         for item in prompts:
@@ -221,7 +241,8 @@ def cmd_bench(args) -> int:
                 bar.set_description(f"{item['id']} {spec}")
                 c = compare(target, make, item["prompt"], settings, baseline=baseline, repeats=args.repeats, warm=False)
                 row = {"id": item["id"], "category": item.get("category"), **c.summary()}
-                row.update(draft=spec, gamma=settings.gamma, text=c.spec.text, baseline_text=c.baseline.text)
+                row.update(draft=spec, gamma=settings.gamma, text=c.spec.text, baseline_text=c.baseline.text,
+                           max_new_tokens=settings.max_new_tokens, repeats=args.repeats, machine=where)
                 if args.compare_hf:
                     row.update(_hf_fields(c, hf_base, _hf_timed(target, make(), item["prompt"], settings, args.repeats)))
                 row = {**{k: row[k] for k in BENCH_FIELDS}, **{k: v for k, v in row.items() if k not in BENCH_FIELDS}}
@@ -254,24 +275,43 @@ def _hf_fields(c: Comparison, hf_base, hf_spec) -> dict:
     }
 
 
+def theory_ratio(row: dict) -> float:
+    """Measured speedup ÷ the speedup the standard model predicts from the run's own α, γ, c and verify cost."""
+    theory = row["theoretical_speedup_measured_verify"]
+    return row["speedup"] / theory if theory else 0.0
+
+
+def _by_draft(rows: list[dict]) -> dict[str, list[dict]]:
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(r["draft"], []).append(r)
+    return groups
+
+
 def print_summary(rows: list[dict]) -> None:
-    print(f"\n{'draft':<22} {'prompts':>7} {'α':>6} {'acc/round':>9} {'c':>6} {'speedup med':>11} {'mean':>6} {'identical':>9}")
-    for draft in dict.fromkeys(r["draft"] for r in rows):
-        mine = [r for r in rows if r["draft"] == draft]
-        mean = lambda k: statistics.fmean(r[k] for r in mine)  # noqa: E731
+    def mean(mine, key):
+        return statistics.fmean(r[key] for r in mine)
+
+    def med(mine, key):
+        return statistics.median(key(r) if callable(key) else r[key] for r in mine)
+
+    print(f"\n{'draft':<22} {'prompts':>7} {'α':>6} {'acc/round':>9} {'c':>6} {'verify':>6} {'speedup med':>11} "
+          f"{'mean':>6} {'theory':>6} {'meas/theory':>11} {'identical':>9}")
+    for draft, mine in _by_draft(rows).items():
         print(
-            f"{draft:<22} {len(mine):>7} {mean('acceptance_rate'):>6.3f} {mean('mean_accepted_tokens'):>9.2f} "
-            f"{mean('cost_ratio'):>6.3f} {statistics.median(r['speedup'] for r in mine):>10.2f}x "
-            f"{mean('speedup'):>5.2f}x {sum(r['identical'] for r in mine):>5}/{len(mine)}"
+            f"{draft:<22} {len(mine):>7} {mean(mine, 'acceptance_rate'):>6.3f} {mean(mine, 'mean_accepted_tokens'):>9.2f} "
+            f"{mean(mine, 'cost_ratio'):>6.3f} {mean(mine, 'verify_cost'):>6.2f} {med(mine, 'speedup'):>10.2f}x "
+            f"{mean(mine, 'speedup'):>5.2f}x {mean(mine, 'theoretical_speedup_measured_verify'):>5.2f}x "
+            f"{med(mine, theory_ratio):>11.2f} {sum(r['identical'] for r in mine):>5}/{len(mine)}"
         )
+    print("(verify: one verification forward in target steps; theory: from the run's own α, mean γ, c and verify;"
+          " meas/theory: median over prompts)")
     if rows and "ratio_vs_hf" in rows[0]:
         print("\nversus transformers' generate (same drafter, γ, prompts; medians over prompts):")
         print(f"{'draft':<22} {'ours/HF tok/s':>13} {'HF speedup':>10} {'HF identical':>12} {'baseline ours/HF':>16}")
-        for draft in dict.fromkeys(r["draft"] for r in rows):
-            mine = [r for r in rows if r["draft"] == draft]
-            med = lambda k: statistics.median(r[k] for r in mine)  # noqa: E731
-            print(f"{draft:<22} {med('ratio_vs_hf'):>13.3f} {med('hf_speedup'):>9.2f}x "
-                  f"{sum(r['hf_identical'] for r in mine):>8}/{len(mine)} {med('baseline_ratio_vs_hf'):>16.3f}")
+        for draft, mine in _by_draft(rows).items():
+            print(f"{draft:<22} {med(mine, 'ratio_vs_hf'):>13.3f} {med(mine, 'hf_speedup'):>9.2f}x "
+                  f"{sum(r['hf_identical'] for r in mine):>8}/{len(mine)} {med(mine, 'baseline_ratio_vs_hf'):>16.3f}")
 
 
 def cmd_distill(args) -> int:
@@ -293,6 +333,11 @@ def main(argv: list[str] | None = None) -> int:
         return COMMANDS[args.command](args)
     except SpecVizError as exc:
         print(f"specviz: error: {exc}", file=sys.stderr)
+        return 2
+    except torch.OutOfMemoryError:
+        torch.cuda.empty_cache()
+        print(f"specviz: error: {OUT_OF_MEMORY}, load in fp16 (--dtype fp16), or run on the CPU (--device cpu)",
+              file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("specviz: stopped by the user", file=sys.stderr)

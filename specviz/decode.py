@@ -35,18 +35,28 @@ class Clock:
         return time.perf_counter()
 
 
+def encode_prompt(target: LoadedModel, prompt: str, settings: Decoding) -> list[int]:
+    """The prompt's token ids, refused (PromptError) when it leaves no room for the run in the context."""
+    context_limit = getattr(target.model.config, "max_position_embeddings", None)
+    room = context_limit - settings.max_new_tokens - settings.gamma - 1 if context_limit else None
+    return encode(target.tokenizer, prompt, settings.chat, max_tokens=room)
+
+
 @torch.inference_mode()
 def generate(
     target: LoadedModel,
     drafter: Drafter | None,
     prompt: str,
     settings: Decoding,
+    detail: bool = True,
 ) -> Run:
-    """Generate from a prompt with speculative decoding (or with the target alone when drafter is None)."""
+    """Generate from a prompt with speculative decoding (or with the target alone when drafter is None).
+
+    detail=False keeps only each round's token ids and counts (no p, q or alternatives): the bare
+    loop that `benchmarks/overhead.py` times against the full records.
+    """
     drafter = drafter or NoDrafter("none")
-    context_limit = getattr(target.model.config, "max_position_embeddings", None)
-    room = context_limit - settings.max_new_tokens - settings.gamma - 1 if context_limit else None
-    prompt_ids = encode(target.tokenizer, prompt, settings.chat, max_tokens=room)
+    prompt_ids = encode_prompt(target, prompt, settings)
     device = target.device
     ids = torch.tensor([prompt_ids], device=device)
     vocab = target.vocab_size
@@ -91,7 +101,8 @@ def generate(
                 break
         new += emitted
         ids = torch.cat([ids, torch.tensor([emitted], device=device)], dim=1)
-        rounds.append(_record(len(rounds), k, proposal, verdict, len(emitted), t1 - t0 + t3 - t2, t2 - t1))
+        record = _record if detail else _bare_record
+        rounds.append(record(len(rounds), k, proposal, verdict, len(emitted), t1 - t0 + t3 - t2, t2 - t1))
     seconds = clock() - start
 
     run = Run(
@@ -152,6 +163,15 @@ def _record(index, gamma, proposal: Proposal, verdict, emitted, draft_seconds, v
         draft_seconds=draft_seconds,
         verify_seconds=verify_seconds,
     )
+
+
+def _bare_record(index, gamma, proposal: Proposal, verdict, emitted, draft_seconds, verify_seconds) -> Round:
+    """A Round with the counts only: what any loop must keep to report α and tokens per round."""
+    k = proposal.ids.shape[0]
+    kind = RESAMPLED if verdict.resampled else (BONUS if k else TARGET)
+    return Round(index=index, gamma=gamma, drafted=proposal.ids.tolist(), q=[0.0] * k, p=[0.0] * k,
+                 n_accepted=verdict.n_accepted, next_token=verdict.next_token, next_kind=kind, next_p=0.0,
+                 emitted=emitted, alternatives=[], draft_seconds=draft_seconds, verify_seconds=verify_seconds)
 
 
 def label(run: Run, tokenizer) -> None:

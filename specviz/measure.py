@@ -6,12 +6,18 @@ a warm-up, with device synchronisation on a GPU, and with repeats reduced to the
 
 from __future__ import annotations
 
+import contextlib
+import os
+import platform
 import statistics
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable
+from pathlib import Path
+
+import torch
 
 from .config import Decoding
-from .decode import generate
+from .decode import encode_prompt, generate
 from .drafters import Drafter
 from .models import LoadedModel
 from .records import Comparison, Run
@@ -21,6 +27,7 @@ WARMUP_TOKENS = 4
 
 def warm_up(target: LoadedModel, make_drafter: Callable[[], Drafter] | None, prompt: str, settings: Decoding) -> None:
     """A few tokens through both models: first calls pay for allocation and kernel selection."""
+    encode_prompt(target, prompt, settings)  # a prompt too long for the real run is refused before warming up
     short = replace(settings, max_new_tokens=WARMUP_TOKENS)
     generate(target, make_drafter() if make_drafter else None, prompt, short)
 
@@ -55,3 +62,19 @@ def compare(
 
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else 0.0
+
+
+def machine(device: torch.device | str = "cpu") -> str:
+    """The hardware a timing was taken on, in words (it goes beside every published figure)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+    else:
+        name = platform.processor() or platform.machine()
+        with contextlib.suppress(OSError):
+            for line in Path("/proc/cpuinfo").read_text().splitlines():
+                if line.startswith("model name"):
+                    name = line.split(":", 1)[1].strip()
+                    break
+        name = f"{name}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads"
+    return f"{name}; torch {torch.__version__}"

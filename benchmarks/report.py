@@ -1,0 +1,156 @@
+"""The README's performance tables and plots, from `specviz bench` JSONL files.
+
+    python benchmarks/report.py benchmarks/results/*.jsonl --plots docs/performance > benchmarks/results/README-table.md
+
+Tables: per draft over all prompts and per workload category (α, mean accepted tokens, c, verify
+cost, measured speedup, the theory from the run's own α/γ/c/verify and their ratio, and, when the
+bench ran with --compare-hf, our tokens/s ÷ transformers' for the same drafter and γ, and our
+baseline ÷ transformers' greedy generate). Means over prompts for the speedups; medians for ratios.
+Plots (PNG, needs matplotlib: benchmarks/requirements.txt): speedup by category, measured against
+theory per prompt, and the ratios to transformers per prompt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+
+def theory_ratio(row: dict) -> float:
+    theory = row["theoretical_speedup_measured_verify"]
+    return row["speedup"] / theory if theory else 0.0
+
+
+def _mean(rows: list[dict], key: str) -> float:
+    return statistics.fmean(r[key] for r in rows)
+
+
+def _median(rows: list[dict], key) -> float:
+    return statistics.median(key(r) if callable(key) else r[key] for r in rows)
+
+
+def read_rows(paths: list[str]) -> list[dict]:
+    rows = []
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            rows += [json.loads(line) for line in f if line.strip()]
+    return rows
+
+
+def grouped(rows: list[dict]) -> dict[tuple[str, str], list[dict]]:
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for r in rows:
+        groups[(r["draft"], "all")].append(r)
+    for r in rows:
+        groups[(r["draft"], r.get("category") or "-")].append(r)
+    return groups
+
+
+def table(rows: list[dict]) -> str:
+    hf = all("ratio_vs_hf" in r for r in rows)
+    head = ["draft", "category", "prompts", "α", "mean accepted tokens", "c", "verify (steps)", "speedup (mean)",
+            "speedup (median)", "theory (mean)", "measured ÷ theory (median)", "identical"]
+    if hf:
+        head += ["ours ÷ HF tokens/s (median)", "our baseline ÷ HF greedy (median)", "HF identical"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for (draft, category), mine in grouped(rows).items():
+        mean = functools.partial(_mean, mine)
+        med = functools.partial(_median, mine)
+        name = f"**{draft}**" if category == "all" else draft
+        cells = [name, category, len(mine), f"{mean('acceptance_rate'):.3f}", f"{mean('mean_accepted_tokens'):.2f}",
+                 f"{mean('cost_ratio'):.3f}", f"{mean('verify_cost'):.2f}", f"{mean('speedup'):.2f}×",
+                 f"{med('speedup'):.2f}×", f"{mean('theoretical_speedup_measured_verify'):.2f}×", f"{med(theory_ratio):.2f}",
+                 f"{sum(r['identical'] for r in mine)}/{len(mine)}"]
+        if hf:
+            cells += [f"{med('ratio_vs_hf'):.3f}", f"{med('baseline_ratio_vs_hf'):.3f}",
+                      f"{sum(r['hf_identical'] for r in mine)}/{len(mine)}"]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def settings_line(rows: list[dict]) -> str:
+    first = rows[0]
+    machines = sorted({r.get("machine", "unknown machine") for r in rows})
+    return (f"greedy, γ = {first['gamma']}, {first.get('max_new_tokens', '?')} new tokens, "
+            f"{first.get('repeats', 1)} timed repeat(s) per run (median), {len({r['id'] for r in rows})} prompts; "
+            f"machine: {'; '.join(machines)}")
+
+
+def plots(rows: list[dict], folder: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    folder.mkdir(parents=True, exist_ok=True)
+    drafts = list(dict.fromkeys(r["draft"] for r in rows))
+    categories = sorted({r.get("category") or "-" for r in rows})
+    groups = grouped(rows)
+    made = []
+
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    width = 0.8 / len(drafts)
+    for i, draft in enumerate(drafts):
+        xs = [j + i * width for j in range(len(categories) + 1)]
+        ys = [statistics.fmean(r["speedup"] for r in groups[(draft, c)]) if groups.get((draft, c)) else 0.0
+              for c in [*categories, "all"]]
+        ax.bar(xs, ys, width, label=draft)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(categories) + 1)], [*categories, "all"])
+    ax.set_ylabel("measured speedup (mean)")
+    ax.set_title("Speedup over the target alone, by workload")
+    ax.legend(fontsize=8)
+    made.append(_save(fig, folder / "speedup_by_category.png"))
+
+    fig, ax = plt.subplots(figsize=(5.2, 4.6))
+    for draft in drafts:
+        mine = [r for r in rows if r["draft"] == draft]
+        ax.scatter([r["theoretical_speedup_measured_verify"] for r in mine], [r["speedup"] for r in mine], s=14, label=draft)
+    top = max(max(r["speedup"], r["theoretical_speedup_measured_verify"]) for r in rows) * 1.05
+    ax.plot([0, top], [0, top], color="black", linewidth=0.8, label="measured = theory")
+    ax.plot([0, top], [0, 0.9 * top], color="grey", linewidth=0.8, linestyle="--", label="90 % of theory")
+    ax.set_xlabel("theory from the run's own α, γ, c, verify cost")
+    ax.set_ylabel("measured speedup")
+    ax.set_title("Measured against theory, per prompt")
+    ax.legend(fontsize=8)
+    made.append(_save(fig, folder / "measured_vs_theory.png"))
+
+    if all("ratio_vs_hf" in r for r in rows):
+        fig, ax = plt.subplots(figsize=(7, 3.8))
+        data = [[r["ratio_vs_hf"] for r in rows if r["draft"] == d] for d in drafts]
+        base = {r["id"]: r["baseline_ratio_vs_hf"] for r in rows}
+        ax.boxplot([*data, list(base.values())], showmeans=True)
+        ax.set_xticks(range(1, len(drafts) + 2), [*drafts, "baseline\n(target alone)"], fontsize=8)
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.axhline(1.1, color="grey", linewidth=0.8, linestyle="--")
+        ax.set_ylabel("ours ÷ transformers, tokens/s")
+        ax.set_title("SpecViz loop against transformers' generate, same drafter and γ")
+        made.append(_save(fig, folder / "ours_vs_hf.png"))
+    return made
+
+
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("results", nargs="+", help="JSONL files written by `python -m specviz bench --out`")
+    ap.add_argument("--plots", help="folder for the PNG plots")
+    args = ap.parse_args()
+    rows = read_rows(args.results)
+    print(settings_line(rows) + "\n")
+    print(table(rows))
+    if args.plots:
+        for path in plots(rows, Path(args.plots)):
+            print(f"\n![{path.stem}]({path})")
+
+
+if __name__ == "__main__":
+    main()
