@@ -21,7 +21,7 @@ from .errors import OUT_OF_MEMORY, SpecVizError
 from .measure import WARMUP_TOKENS, compare, machine, timed, warm_up
 from .models import DEFAULT_TARGET, available_models, load_model
 from .peer import hf_generate
-from .prompts import check_prompt, read_jsonl
+from .prompts import check_prompt, first_per_category, load_prompt_set, read_jsonl
 from .records import ACCEPTED, BONUS, REJECTED, RESAMPLED, TARGET, Comparison
 
 BENCH_FIELDS = (
@@ -87,7 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="many prompts and drafts; one JSON line per prompt and draft")
     _add_decoding(bench)
     bench.add_argument("--draft", action="append", required=True, help="repeat for several drafts")
-    bench.add_argument("--prompts", required=True, help="JSONL file, one object per line with id and prompt")
+    bench.add_argument("--prompts", required=True,
+                       help="JSONL file, one object per line with id and prompt; or eval / train: the project's own sets")
+    bench.add_argument("--per-category", type=_at_least(0), default=0,
+                       help="use only the first N prompts of each category (0 = all)")
     bench.add_argument("--out", required=True, help="JSONL file to write")
     bench.add_argument("--limit", type=_at_least(0), default=0, help="use only the first N prompts (0 = all)")
     bench.add_argument("--compare-hf", action="store_true",
@@ -208,7 +211,9 @@ def cmd_run(args) -> int:
 
 def cmd_bench(args) -> int:
     settings = _settings(args)
-    prompts = read_jsonl(args.prompts)
+    prompts = load_prompt_set(split=args.prompts) if args.prompts in ("eval", "train") else read_jsonl(args.prompts)
+    if args.per_category:
+        prompts = first_per_category(prompts, args.per_category)
     if args.limit:
         prompts = prompts[: args.limit]
     out_path = Path(args.out)

@@ -18,9 +18,12 @@ from .drafters import Drafter, NoDrafter, Proposal, drop_last
 from .models import LoadedModel
 from .prompts import encode
 from .records import BONUS, RESAMPLED, TARGET, Alternative, Round, Run
-from .verify import verify
+from .verify import LazyLogits, verify
 
 ALTERNATIVES = 5  # target's top tokens recorded at each verified position
+# Architectures whose logits are the output embedding applied to the final hidden state, and nothing
+# else (no soft-capping or scaling): for these the head can be applied to the verified positions lazily.
+PLAIN_HEAD_MODELS = {"llama", "mistral", "qwen2", "qwen3"}
 
 
 class Clock:
@@ -42,6 +45,16 @@ def encode_prompt(target: LoadedModel, prompt: str, settings: Decoding) -> list[
     return encode(target.tokenizer, prompt, settings.chat, max_tokens=room)
 
 
+def target_logits(target: LoadedModel, forward_input: torch.Tensor, cache: DynamicCache) -> LazyLogits:
+    """One target forward over [last committed token, drafts], extending the cache; the head runs lazily."""
+    model, vocab = target.model, target.vocab_size
+    if model.config.model_type in PLAIN_HEAD_MODELS:
+        hidden = model.base_model(forward_input, past_key_values=cache, use_cache=True).last_hidden_state[0]
+        head = model.get_output_embeddings()
+        return LazyLogits(forward_input.shape[1], lambda a, b: head(hidden[a:b])[:, :vocab])
+    return LazyLogits.ready(model(forward_input, past_key_values=cache, use_cache=True).logits[0, :, :vocab])
+
+
 @torch.inference_mode()
 def generate(
     target: LoadedModel,
@@ -59,7 +72,6 @@ def generate(
     prompt_ids = encode_prompt(target, prompt, settings)
     device = target.device
     ids = torch.tensor([prompt_ids], device=device)
-    vocab = target.vocab_size
     eos = target.eos_ids
     generator = torch.Generator(device=device).manual_seed(settings.seed)
     clock = Clock(device)
@@ -84,7 +96,7 @@ def generate(
         t1 = clock()
         # 2. Verify: one target forward over [last committed token, d_1 .. d_k] gives p at k+1 positions.
         forward_input = torch.cat([ids[:, -1:], proposal.ids.view(1, -1)], dim=1)
-        logits = target.model(forward_input, past_key_values=cache, use_cache=True).logits[0, :, :vocab]
+        logits = target_logits(target, forward_input, cache)
         verdict = verify(logits, proposal.ids, proposal.probs, settings.sampling, settings.verification, generator)
         # 3. Roll back. The cache held every committed token but the last and was fed k+1 more: it now
         #    holds all committed tokens and the k drafts. Drop the k - n_accepted rejected drafts.
@@ -128,15 +140,16 @@ def _record(index, gamma, proposal: Proposal, verdict, emitted, draft_seconds, v
     """A Round from one iteration's tensors (moved to the host once, here)."""
     drafted = proposal.ids.tolist()
     k = len(drafted)
+    scored = min(k, verdict.p.shape[0])  # the target's p exists up to the first rejection (lazy head)
     positions = torch.arange(k, device=verdict.p.device)
-    p_drafted = verdict.p[positions, proposal.ids].tolist()
+    p_drafted = verdict.p[positions[:scored], proposal.ids[:scored]].tolist() + [None] * (k - scored)
     if proposal.probs is None:
-        q_full = torch.zeros_like(verdict.p[:k])
+        q_full = torch.zeros(k, verdict.p.shape[1], device=verdict.p.device)
         q_full[positions, proposal.ids] = 1.0
     else:
         q_full = proposal.probs
     top_p, top_ids = verdict.p.topk(ALTERNATIVES, dim=-1)
-    top_q = q_full.gather(-1, top_ids[:k]).tolist()
+    top_q = q_full.gather(-1, top_ids[:scored]).tolist()
     alternatives = []
     for j, (ids_j, ps_j) in enumerate(zip(top_ids.tolist(), top_p.tolist())):
         qs_j = top_q[j] if j < k else [0.0] * len(ids_j)

@@ -60,6 +60,18 @@ def load_prompt_set(category: str | None = None, split: str | None = None) -> li
     return [r for r in rows if split is None or r.get("split") == split]
 
 
+def first_per_category(rows: list[dict], n: int) -> list[dict]:
+    """The first n rows of each category, in their order."""
+    taken: dict[str | None, int] = {}
+    kept = []
+    for r in rows:
+        category = r.get("category")
+        if taken.get(category, 0) < n:
+            taken[category] = taken.get(category, 0) + 1
+            kept.append(r)
+    return kept
+
+
 def read_jsonl(path: str | Path, required: tuple[str, ...] = ("id", "prompt")) -> list[dict]:
     """Rows of a JSONL prompts file, each checked for the required keys."""
     path = Path(path)

@@ -37,7 +37,7 @@ class Round:
     gamma: int  # γ used this round (adaptive, and cut so no draft lies past max-new-tokens)
     drafted: list[int]  # proposed ids; fewer than γ when an n-gram drafter found less
     q: list[float]  # draft probability of each drafted token
-    p: list[float]  # target probability of each drafted token
+    p: list[float | None]  # target probability of each drafted token; None after the first rejection (never computed)
     n_accepted: int  # accepted prefix length
     next_token: int  # the resampled token (after a rejection) or the bonus/target token
     next_kind: str  # RESAMPLED, BONUS or TARGET
@@ -212,7 +212,8 @@ def _check_types(run: Run) -> None:
     for r in run.rounds:
         ints([r.index, r.gamma, r.n_accepted, r.next_token, r.emitted], f"round {r.index} counts")
         ints(r.drafted, f"round {r.index} drafted")
-        numbers(r.q + r.p + [r.next_p, r.draft_seconds, r.verify_seconds], f"round {r.index} probabilities/times")
+        numbers(r.q + [v for v in r.p if v is not None] + [r.next_p, r.draft_seconds, r.verify_seconds],
+                f"round {r.index} probabilities/times")
         need(len(r.q) == len(r.p) == len(r.drafted) and 0 <= r.n_accepted <= len(r.drafted), f"round {r.index} sizes")
         need(r.next_kind in (RESAMPLED, BONUS, TARGET), f"round {r.index} next_kind")
 

@@ -6,10 +6,14 @@ number of drafted tokens, α (`alpha`) = the fraction of drafted tokens accepted
 `verify` takes the target's logits at the γ drafted positions plus one (the bonus position), the
 drafted ids and the draft's probabilities q, and returns how many drafts are accepted and the
 token that follows them: resampled at the first rejection, or a bonus token when all are kept.
+The logits may come as `LazyLogits`: the target's head is then applied to the first position
+alone, and to the others only when the first draft is accepted (rows after a rejection are never
+needed, and the head over a 49k vocabulary is a sizeable part of a small target's forward).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -46,12 +50,38 @@ def choose(probs: torch.Tensor, sampling: Sampling, generator: torch.Generator |
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 
+class LazyLogits:
+    """The target's logits at positions 0..n-1 of a verification forward, computed when first asked for."""
+
+    def __init__(self, n: int, rows: Callable[[int, int], torch.Tensor]):
+        self.n, self._rows, self._done = n, rows, None
+
+    @classmethod
+    def ready(cls, logits: torch.Tensor) -> LazyLogits:
+        """Logits already computed in full."""
+        done = cls(logits.shape[0], lambda a, b: logits[a:b])
+        done._done = logits
+        return done
+
+    def upto(self, m: int) -> torch.Tensor:
+        """Logits of the first m positions, [m, V] (computing only the rows not computed yet)."""
+        have = 0 if self._done is None else self._done.shape[0]
+        if m > have:
+            more = self._rows(have, m)
+            self._done = more if self._done is None else torch.cat([self._done, more])
+        return self._done[:m]
+
+    @property
+    def computed(self) -> torch.Tensor:
+        return self._done
+
+
 @dataclass
 class Verdict:
     n_accepted: int  # length of the accepted prefix of the draft
     next_token: int  # resampled token (after a rejection) or bonus token (all accepted)
     resampled: bool  # True when a draft token was rejected and next_token replaces it
-    p: torch.Tensor  # target distribution at every verified position, [γ+1, V]
+    p: torch.Tensor  # target distribution at the verified positions computed, [1 or γ+1, V]
 
 
 def residual(p: torch.Tensor, q: torch.Tensor, lenience: float = 1.0) -> torch.Tensor:
@@ -67,7 +97,7 @@ def _accepted_prefix(ok: torch.Tensor) -> int:
 
 
 def verify(
-    target_logits: torch.Tensor,
+    target_logits: torch.Tensor | LazyLogits,
     draft_ids: torch.Tensor,
     draft_probs: torch.Tensor | None,
     sampling: Sampling,
@@ -76,33 +106,44 @@ def verify(
 ) -> Verdict:
     """Decide the fate of γ drafted tokens.
 
-    target_logits: [γ+1, V], the target's logits after the context and after each draft token.
-    draft_ids: [γ] drafted token ids. draft_probs: [γ, V] the draft's q at each position, or None
-    for a model-free drafter whose proposal is certain (one-hot q).
+    target_logits: [γ+1, V], the target's logits after the context and after each draft token (or
+    LazyLogits giving them). draft_ids: [γ] drafted token ids. draft_probs: [γ, V] the draft's q at
+    each position, or None for a model-free drafter whose proposal is certain (one-hot q).
     """
+    scores = target_logits if isinstance(target_logits, LazyLogits) else LazyLogits.ready(target_logits)
     gamma = draft_ids.shape[0]
     relaxed = rule.mode == "relaxed"
-    p = distribution(target_logits, sampling)
-    if sampling.greedy:
-        if relaxed:
-            # Accept d when it is in the target's top-k and within τ nats of the best token.
-            logp = target_logits[:gamma].float().log_softmax(-1)
-            logp_d = logp.gather(-1, draft_ids[:, None]).squeeze(-1)
-            rank = (logp > logp_d[:, None]).sum(-1)
-            ok = (rank < rule.top_k) & (logp_d >= logp.max(-1).values - rule.tolerance)
-        else:
-            ok = target_logits[:gamma].argmax(-1) == draft_ids
-        n = _accepted_prefix(ok)
-        return Verdict(n, int(target_logits[n].argmax()), n < gamma, p)
-
     lenience = rule.lenience if relaxed else 1.0
-    positions = torch.arange(gamma, device=p.device)
-    p_d = p[positions, draft_ids]
-    q_d = torch.ones_like(p_d) if draft_probs is None else draft_probs[positions, draft_ids]
-    # Accept draft i with probability min(1, p/(l·q)): r < p/(l·q)  <=>  r·l·q < p.
-    r = torch.rand(gamma, generator=generator, device=p.device)
-    n = _accepted_prefix(r * lenience * q_d < p_d)
-    if n == gamma:
+    # The uniforms of the acceptance tests are drawn up front, so the random stream is the same
+    # whether or not the rows after a rejection are computed.
+    r = None if sampling.greedy else torch.rand(gamma, generator=generator, device=draft_ids.device)
+
+    def accepted(logits: torch.Tensor, upto: int) -> torch.Tensor:
+        """Acceptance of drafts 0..upto-1, given the logits of at least that many positions."""
+        d = draft_ids[:upto]
+        if sampling.greedy and relaxed:
+            # Accept d when it is in the target's top-k and within τ nats of the best token.
+            logp = logits[:upto].float().log_softmax(-1)
+            logp_d = logp.gather(-1, d[:, None]).squeeze(-1)
+            rank = (logp > logp_d[:, None]).sum(-1)
+            return (rank < rule.top_k) & (logp_d >= logp.max(-1).values - rule.tolerance)
+        if sampling.greedy:
+            return logits[:upto].argmax(-1) == d
+        # Accept draft i with probability min(1, p/(l·q)): r < p/(l·q)  <=>  r·l·q < p.
+        positions = torch.arange(upto, device=d.device)
+        p_d = distribution(logits[:upto], sampling)[positions, d]
+        q_d = torch.ones_like(p_d) if draft_probs is None else draft_probs[positions, d]
+        return r[:upto] * lenience * q_d < p_d
+
+    # Position 0 first; the rest only if the first draft survives.
+    n = 0
+    if gamma and bool(accepted(scores.upto(1), 1)[0]):
+        n = 1 + _accepted_prefix(accepted(scores.upto(gamma + 1), gamma)[1:])
+    logits = scores.upto(n + 1)
+    p = distribution(scores.computed, sampling)  # every row computed, for the record
+    if sampling.greedy:  # the target's own choice, resampled (after a rejection) or a bonus token
+        return Verdict(n, int(logits[n].argmax()), n < gamma, p)
+    if n == gamma:  # all kept (or nothing drafted): the bonus token, drawn from the target alone
         return Verdict(n, int(choose(p[gamma], sampling, generator)), False, p)
     # Rejected at n: draw from the residual norm(max(0, p - l·q)), the mass the draft under-proposed.
     if draft_probs is None:

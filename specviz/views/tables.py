@@ -22,7 +22,7 @@ def rounds_frame(run: Run) -> pd.DataFrame:
             "next_token": r.next_text,
             "next_kind": r.next_kind,
             "q": " ".join(f"{v:.3f}" for v in r.q),
-            "p": " ".join(f"{v:.3f}" for v in r.p),
+            "p": " ".join("–" if v is None else f"{v:.3f}" for v in r.p),
             "emitted": r.emitted,
             "draft_ms": 1000 * r.draft_seconds,
             "verify_ms": 1000 * r.verify_seconds,

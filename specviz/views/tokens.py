@@ -65,7 +65,8 @@ def token_span(text: str, status: str, hover: str) -> str:
 def _hover(r: Round, i: int, status: str) -> str:
     """Hover text: the status with q (draft) and p (target) of the token."""
     if i < len(r.drafted):
-        return f"{DESCRIPTIONS[status]} · round {r.index + 1}, position {i + 1} · q (draft) = {r.q[i]:.3f} · p (target) = {r.p[i]:.3f}"
+        p = "not computed (after the first rejection)" if r.p[i] is None else f"{r.p[i]:.3f}"
+        return f"{DESCRIPTIONS[status]} · round {r.index + 1}, position {i + 1} · q (draft) = {r.q[i]:.3f} · p (target) = {p}"
     return f"{DESCRIPTIONS[status]} · round {r.index + 1} · p (target) = {r.next_p:.3f}"
 
 
