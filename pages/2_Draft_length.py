@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from specviz import sweeps, theory, ui
+from specviz import sweeps, theory, ui, ui_sweep
 from specviz.views import sweep_charts
 
 st.set_page_config(page_title="Draft length · SpecViz", page_icon="🔎", layout="wide")
@@ -24,49 +24,39 @@ with st.sidebar:
 
 prompts = ui.prompts_picker("dl", "every γ runs on each")
 
-state = st.session_state
-run_col, stop_col = st.columns([1, 5])
-run_clicked = run_col.button("Run sweep", type="primary", key="dl-run", disabled=settings is None)
-stop_col.button("Stop", key="dl-stop", help="Ends the sweep after the point being measured; the points done are kept")
+gammas = list(range(low, high + 1))
+run_clicked = ui_sweep.controls("dl", "Run sweep", disabled=settings is None,
+                                stop_help="Ends the sweep after the point being measured; the points done are kept")
 if run_clicked and settings is not None:
-    sweep = state["dl-sweep"] = {"target": target, "draft": draft, "prompts": prompts, "settings": settings,
-                                 "gammas": list(range(low, high + 1)), "points": []}
-    progress = st.progress(0.0, text="Loading models and measuring the target alone…")
-
-    def on_point(point: sweeps.Point, done: int, total: int) -> None:
-        sweep["points"].append(point)  # kept before any redraw, so a stop or rerun keeps it
-        c = point.comparison
-        progress.progress(done / total, text=f"{done} of {total}: γ={point.gamma} on prompt {point.prompt_index + 1} — "
-                                             f"α={c.spec.acceptance_rate:.2f}, {c.speedup:.2f}×")
-
-    with ui.error_box("run the sweep"), ui.exclusive():
+    def measure(on_point, should_stop):
         model = ui.get_target(target)
-        sweeps.gamma_sweep(model, draft, prompts, sweep["gammas"], settings, load=ui.loader(), on_point=on_point,
-                           repeats=repeats)
+        sweeps.gamma_sweep(model, draft, prompts, gammas, settings, load=ui.loader(), on_point=on_point,
+                           should_stop=should_stop, repeats=repeats)
 
-sweep = state.get("dl-sweep")
-if not sweep or not sweep["points"]:
+    setup = {"target": target, "draft": draft, "prompts": prompts, "settings": settings, "gammas": gammas}
+    ui_sweep.run("dl", sweeps.Sweep(len(prompts) * len(gammas), setup), measure,
+                 lambda p: f"γ={p.gamma} on prompt {p.prompt_index + 1}", "run the sweep")
+
+sweep = ui_sweep.result("dl", "points")
+if sweep is None:
     st.info("Pick a draft, one or more prompts and a range of γ, then press **Run sweep**. The target alone is "
             "measured once per prompt; every γ is timed against it.")
     st.stop()
 
-points = sweep["points"]
-planned = len(sweep["prompts"]) * len(sweep["gammas"])
-if len(points) < planned:
-    st.warning(f"Partial sweep: {len(points)} of {planned} points were measured before it stopped; they are shown below.")
+points, setup = sweep.points, sweep.setup
 table = sweeps.gamma_table(points)
 best = sweeps.best_gamma(table)
 alpha, c = sweeps.overall_alpha_c(points)
 best_row = table[table["best"]].iloc[0]
-s = sweep["settings"]
-st.caption(f"{sweep['draft']} → {sweep['target']} · {len(sweep['prompts'])} prompt(s) · γ {sweep['gammas'][0]}–"
-           f"{sweep['gammas'][-1]} · {s.max_new_tokens} new tokens · temperature {s.sampling.temperature:g} · "
+s = setup["settings"]
+st.caption(f"{setup['draft']} → {setup['target']} · {len(setup['prompts'])} prompt(s) · γ {setup['gammas'][0]}–"
+           f"{setup['gammas'][-1]} · {s.max_new_tokens} new tokens · temperature {s.sampling.temperature:g} · "
            f"{s.verification.mode} verification · {points[0].comparison.spec.device}")
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("best γ (measured)", best, help="the γ with the highest measured speedup over all prompts")
 m2.metric("speedup at best γ", f"{best_row['speedup']:.2f}×", help="total target-alone seconds ÷ total speculative seconds")
 m3.metric("α over the sweep", f"{alpha:.2f}", help=f"accepted ÷ drafted over every point; mean c = {c:.3f}")
-m4.metric("best γ in theory", theory.optimal_gamma(alpha, c, max_gamma=sweep["gammas"][-1]),
+m4.metric("best γ in theory", theory.optimal_gamma(alpha, c, max_gamma=int(table["gamma"].max())),
           help="argmax over the swept range of (1−α^(γ+1))/((1−α)(γc+1)) with the sweep's α and c, the "
                "verification pass costed as one target step")
 if not table["identical"].all() and s.verification.mode == "exact" and s.sampling.temperature == 0:

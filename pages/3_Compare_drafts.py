@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from specviz import sweeps, ui
+from specviz import sweeps, ui, ui_sweep
 from specviz.views import figures, sweep_charts, tokens
 
 st.set_page_config(page_title="Compare drafts · SpecViz", page_icon="🔎", layout="wide")
@@ -32,35 +32,26 @@ valid = sweeps.MIN_DRAFTS <= len(drafts) <= sweeps.MAX_DRAFTS
 if not valid:
     st.warning(f"Pick {sweeps.MIN_DRAFTS} to {sweeps.MAX_DRAFTS} drafters to compare in the sidebar "
                f"({len(drafts)} picked).", icon="⚠️")
-state = st.session_state
-run_col, stop_col = st.columns([1, 5])
-run_clicked = run_col.button("Run comparison", type="primary", key="cmp-run", disabled=not valid or settings is None)
-stop_col.button("Stop", key="cmp-stop", help="Ends the comparison after the run being measured; the runs done are kept")
+run_clicked = ui_sweep.controls("cmp", "Run comparison", disabled=not valid or settings is None,
+                                stop_help="Ends the comparison after the run being measured; the runs done are kept")
 if run_clicked and valid and settings is not None:
-    result = state["cmp-result"] = {"target": target, "drafts": list(drafts), "prompts": prompts, "settings": settings,
-                                    "points": [], "parameters": {}}
-    progress = st.progress(0.0, text="Loading models and measuring the target alone…")
+    setup = {"target": target, "drafts": list(drafts), "prompts": prompts, "settings": settings, "parameters": {}}
 
-    def on_point(point: sweeps.Point, done: int, total: int) -> None:
-        result["points"].append(point)  # kept before any redraw, so a stop or rerun keeps it
-        c = point.comparison
-        progress.progress(done / total, text=f"{done} of {total}: {point.draft} on prompt {point.prompt_index + 1} — "
-                                             f"α={c.spec.acceptance_rate:.2f}, {c.speedup:.2f}×")
-
-    with ui.error_box("run the comparison"), ui.exclusive():
+    def measure(on_point, should_stop):
         model = ui.get_target(target)
-        result["parameters"] = {d: sweeps.draft_parameters(d, model, ui.loader()) for d in drafts}
-        sweeps.compare_drafts(model, drafts, prompts, settings, load=ui.loader(), on_point=on_point, repeats=repeats)
+        setup["parameters"] = {d: sweeps.draft_parameters(d, model, ui.loader()) for d in drafts}
+        sweeps.compare_drafts(model, drafts, prompts, settings, load=ui.loader(), on_point=on_point,
+                              should_stop=should_stop, repeats=repeats)
 
-result = state.get("cmp-result")
-if not result or not result["points"]:
+    ui_sweep.run("cmp", sweeps.Sweep(len(prompts) * len(drafts), setup), measure,
+                 lambda p: f"{p.draft} on prompt {p.prompt_index + 1}", "run the comparison")
+
+sweep = ui_sweep.result("cmp", "runs")
+if sweep is None:
     st.info("Pick 2 to 4 drafters and one or more prompts, then press **Run comparison**.")
     st.stop()
 
-points = result["points"]
-planned = len(result["prompts"]) * len(result["drafts"])
-if len(points) < planned:
-    st.warning(f"Partial comparison: {len(points)} of {planned} runs were measured before it stopped; they are shown.")
+points, result = sweep.points, sweep.setup
 table = sweeps.draft_table(points, result["parameters"])
 s = result["settings"]
 st.caption(f"{', '.join(result['drafts'])} → {result['target']} · {len(result['prompts'])} prompt(s) · γ={s.gamma}"

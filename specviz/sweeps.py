@@ -13,8 +13,9 @@ first timed run.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, replace
-from typing import Callable
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
@@ -46,6 +47,57 @@ class Point:
 OnPoint = Callable[[Point, int, int], None]  # (point, points done, points planned)
 ShouldStop = Callable[[], bool]
 
+RUNNING, DONE, STOPPED, INTERRUPTED, FAILED = "running", "done", "stopped", "interrupted", "failed"
+
+
+@dataclass(eq=False)
+class Sweep:
+    """A sweep as the app keeps it between reruns: the points measured so far and how it ended.
+
+    Each point is kept the moment it is measured, so a Stop, a failure or a page rerun keeps the
+    points done. `stop` is called from another script run than the one measuring (Streamlit starts
+    a new run on every button press), so the status and the points change under one lock: once
+    stopped, a point the stopped run finishes afterwards is not added to what the page has shown.
+    """
+
+    planned: int  # points the sweep would measure if left to finish
+    setup: dict  # what the page asked for (target, drafts, prompts, settings…), to caption the result
+    points: list[Point] = field(default_factory=list)
+    status: str = RUNNING  # running, then done, stopped (the Stop button), interrupted (another control) or failed
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def add(self, point: Point, done: int = 0, total: int = 0) -> None:
+        """An `OnPoint`: keep a point, unless the sweep was stopped meanwhile."""
+        with self._lock:
+            if self.status == RUNNING:
+                self.points.append(point)
+
+    def should_stop(self) -> bool:
+        """A `ShouldStop`: checked by the sweep between points."""
+        return self.status != RUNNING
+
+    def stop(self, status: str = STOPPED) -> None:
+        """End a running sweep where it is (no effect on a finished one)."""
+        with self._lock:
+            if self.status == RUNNING:
+                self.status = status
+
+    def finish(self) -> None:
+        """After the sweep function returned or raised: done if every point was measured, else failed."""
+        with self._lock:
+            if self.status == RUNNING:
+                self.status = DONE if len(self.points) == self.planned else FAILED
+
+    def message(self, noun: str = "points") -> str | None:
+        """What to tell the user about a sweep that did not measure everything; None when it did."""
+        done = f"{len(self.points)} of {self.planned} {noun}"
+        return {
+            STOPPED: f"Stopped after {done}; the {noun} done are shown below.",
+            INTERRUPTED: f"Stopped after {done}: a control changed while it ran. The {noun} done are shown below.",
+            FAILED: f"The sweep ended with an error after {done}; the {noun} done are shown below.",
+            RUNNING: f"Measuring: {done} so far.",
+        }.get(self.status)
+
 
 def gamma_sweep(
     target: LoadedModel,
@@ -65,7 +117,7 @@ def gamma_sweep(
     at_gamma = {g: replace(settings, gamma=g) for g in gammas}  # refuses an out-of-range γ up front
     _check_prompts(prompts)
     build_drafter(draft, target, load)  # refuse an unknown or incompatible draft before timing anything
-    make = lambda: build_drafter(draft, target, load)  # noqa: E731 — a fresh drafter per run
+    make = lambda: build_drafter(draft, target, load)  # a fresh drafter per run
     points: list[Point] = []
     total = len(prompts) * len(gammas)
     for index, prompt in enumerate(prompts):

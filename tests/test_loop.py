@@ -9,8 +9,10 @@ import json
 import math
 from dataclasses import fields
 
+import hypothesis
 import pytest
 import torch
+from hypothesis import strategies as st
 
 from tiny import PADDED_ROWS, VOCAB, WORDS, goodness_of_fit
 from specviz.config import Decoding, Sampling, Verification
@@ -62,7 +64,11 @@ def check_rounds(run: Run, max_new: int) -> None:
         assert k <= r.gamma <= max(max_new - produced - 1, 0), "a draft lies past max-new-tokens"
         assert 0 <= r.n_accepted <= k
         assert len(r.p) == len(r.q) == k
-        assert len(r.alternatives) == k + 1
+        # The target's head runs lazily: every position when the first draft is accepted (or none was
+        # drafted), else the first position only; p is None exactly where it was never computed.
+        scored = k + 1 if r.n_accepted > 0 or k == 0 else 1
+        assert len(r.alternatives) == scored
+        assert [v is None for v in r.p] == [i >= scored for i in range(k)]
         expected_kind = RESAMPLED if r.n_accepted < k else (BONUS if k else TARGET)
         assert r.next_kind == expected_kind
         assert r.rejected_position == (r.n_accepted if r.n_accepted < k else None)
@@ -98,6 +104,23 @@ def test_one_or_two_new_tokens(target, make_drafter, baseline, spec, max_new):
     assert len(run.output_ids) == max_new
     check_rounds(run, max_new)
     assert run.rounds[0].gamma == max_new - 1  # 1 token: nothing drafted; 2 tokens: at most one draft
+
+
+# Prompts as random word ids (every id but <unk>), or short random strings (unknown words become <unk>).
+RANDOM_PROMPTS = st.one_of(
+    st.lists(st.integers(2, VOCAB - 1), min_size=1, max_size=12).map(lambda ids: " ".join(WORDS[i] for i in ids)),
+    st.text(alphabet="w0123456789 x", min_size=1, max_size=24).filter(str.strip),
+)
+
+
+@hypothesis.settings(max_examples=25, deadline=None, derandomize=True, database=None)
+@hypothesis.given(prompt=RANDOM_PROMPTS, gamma=st.integers(1, 8), max_new=st.integers(1, 14), spec=st.sampled_from(DRAFTERS))
+def test_greedy_output_is_the_targets_own_on_random_prompts(target, make_drafter, prompt, gamma, max_new, spec):
+    """The lossless property over prompts nobody picked: greedy speculative output = the target alone."""
+    alone = generate(target, None, prompt, Decoding(max_new_tokens=max_new))
+    run = generate(target, make_drafter(spec), prompt, Decoding(gamma=gamma, max_new_tokens=max_new))
+    assert run.output_ids == alone.output_ids, f"{spec}, γ={gamma}, {prompt!r}: output differs from the target's"
+    check_rounds(run, max_new)
 
 
 def test_partial_acceptance_happens_on_these_tiny_models(target, make_drafter):
@@ -203,10 +226,11 @@ def test_ngram_drafter_continues_the_latest_earlier_occurrence(target):
     context = torch.tensor([[5, 6, 7, 8, 9, 5, 6, 7, 4, 6, 7]])
     proposal = drafter.propose(context, 3, Sampling(), None)
     assert proposal.probs is None  # one-hot q
-    assert proposal.ids.tolist() == [4, 6, 7], "the latest continuation of (6, 7) is 4, 6, 7"
+    assert proposal.ids.tolist() == [4, 6], "the latest continuation of (6, 7) is 4, 6, 7; a 2-token match drafts 2"
     # the longest n-gram wins: (5, 6, 7) was followed by 8 once and by 4 later
     context = torch.cat([context, torch.tensor([[5, 6, 7]])], 1)
     assert drafter.propose(context, 2, Sampling(), None).ids.tolist() == [4, 6]
+    assert drafter.propose(context, 3, Sampling(), None).ids.tolist() == [4, 6, 7], "a 3-token match drafts up to k"
     assert drafter.propose(torch.tensor([[1, 2, 3]]), 0, Sampling(), None).ids.numel() == 0
 
 
@@ -261,7 +285,8 @@ def test_recorded_p_and_q_match_a_recomputation_without_cache(target, tiny_model
                 p = distribution(target.model(torch.tensor([context + r.drafted])).logits[0, :, :VOCAB], sampling)
                 q = distribution(drafter_model(torch.tensor([context + r.drafted[:-1]])).logits[0, :, :VOCAB], sampling)
             for i, token in enumerate(r.drafted):
-                assert abs(r.p[i] - float(p[n - 1 + i, token])) < 1e-4, f"{prompt!r} round {r.index}: p of draft {i}"
+                if r.p[i] is not None:  # None: after a first-position rejection, never computed
+                    assert abs(r.p[i] - float(p[n - 1 + i, token])) < 1e-4, f"{prompt!r} round {r.index}: p of draft {i}"
                 assert abs(r.q[i] - float(q[n - 1 + i, token])) < 1e-4, f"{prompt!r} round {r.index}: q of draft {i}"
                 if sampling.greedy:
                     assert token == int(q[n - 1 + i].argmax()), "the draft did not propose its own greedy token"
@@ -352,6 +377,29 @@ def test_layerskip_leaves_the_shared_target_unchanged(target, make_drafter, base
     with torch.no_grad():
         assert torch.equal(model(ids).logits, logits_before)
     assert generate(target, None, "w1 w2 w3 w4 w5", Decoding(max_new_tokens=13)).output_ids == alone_before
+
+
+@pytest.mark.parametrize("spec", ["tiny-draft", "layerskip:2", "ngram"])
+def test_a_drafter_never_changes_the_shared_target(target, make_drafter, spec):
+    """The app shares one cached target between sessions: a drafter may read it, never change it.
+
+    Beyond the weights' values (checked above for layer-skip): the same tensors in the same
+    memory, the same config (layer count included) and the same generation config.
+    """
+    model = target.model
+    before = {
+        "pointers": {name: p.data_ptr() for name, p in model.named_parameters()},
+        "config": model.config.to_dict(),
+        "generation": model.generation_config.to_dict(),
+        "layers": [id(layer) for layer in model.model.layers],
+    }
+    for sampling in (Sampling(), Sampling(temperature=1.0)):
+        generate(target, make_drafter(spec), "w1 w2 w3 w4 w5", Decoding(gamma=3, max_new_tokens=9, sampling=sampling))
+    assert {name: p.data_ptr() for name, p in model.named_parameters()} == before["pointers"]
+    assert model.config.to_dict() == before["config"] and model.config.num_hidden_layers == 4
+    assert model.generation_config.to_dict() == before["generation"]
+    assert [id(layer) for layer in model.model.layers] == before["layers"]
+    assert not model.training and not any(p.requires_grad for p in model.parameters())
 
 
 # --- records ---------------------------------------------------------------------------------

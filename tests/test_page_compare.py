@@ -34,6 +34,23 @@ def test_every_drafter_is_timed_against_one_shared_baseline_per_prompt(target, l
     assert all(p.comparison.spec.acceptance_rate == 1.0 for p in points if p.draft == "target")
 
 
+def test_a_stopped_comparison_returns_the_runs_done(target, load):
+    sweep = sweeps.Sweep(planned=6, setup={})
+
+    def on_point(point, done, total):
+        sweep.add(point, done, total)
+        if done == 4:
+            sweep.stop()  # as the page does when Stop is pressed during the fourth run
+
+    points = sweeps.compare_drafts(target, ["tiny-draft", "ngram", "target"], list(PROMPTS[:2]),
+                                   Decoding(gamma=2, max_new_tokens=8), load=load, on_point=on_point,
+                                   should_stop=sweep.should_stop)
+    assert [(p.prompt_index, p.draft) for p in points] == [(0, "tiny-draft"), (0, "ngram"), (0, "target"),
+                                                           (1, "tiny-draft")]
+    assert sweep.points == points
+    assert sweep.message("runs") == "Stopped after 4 of 6 runs; the runs done are shown below."
+
+
 def test_draft_table_has_one_row_per_drafter_in_the_order_picked(target, load, tiny_models):
     drafts = ["target", "ngram", "tiny-draft"]
     points = sweeps.compare_drafts(target, drafts, list(PROMPTS[:2]), Decoding(gamma=2, max_new_tokens=8), load=load)

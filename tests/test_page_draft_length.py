@@ -6,6 +6,7 @@ driven with AppTest on the real embedded SmolLM2 target, kept small: one prompt,
 """
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,57 @@ def test_a_stopped_sweep_returns_the_points_done(target, load):
                                 load=load, on_point=lambda p, n, total: seen.append(p), should_stop=lambda: len(seen) >= 2)
     assert [(p.prompt_index, p.gamma) for p in points] == [(0, 1), (0, 2)]
     assert all(a is b for a, b in zip(points, seen)) and len(seen) == 2
+
+
+def test_stop_from_another_script_run_keeps_the_points_done(target, load):
+    """What the page does: the sweep measures in one thread (a script run); Stop comes from another."""
+    sweep = sweeps.Sweep(planned=6, setup={})
+    two_done, stopped = threading.Event(), threading.Event()
+
+    def on_point(point, done, total):
+        sweep.add(point, done, total)
+        if done == 2:  # the user presses Stop while the measuring run is here
+            two_done.set()
+            stopped.wait(timeout=30)
+
+    returned = []
+    worker = threading.Thread(target=lambda: returned.extend(sweeps.gamma_sweep(
+        target, "tiny-draft", list(PROMPTS[:2]), [1, 2, 3], Decoding(max_new_tokens=8), load=load,
+        on_point=on_point, should_stop=sweep.should_stop)))
+    worker.start()
+    assert two_done.wait(timeout=60)
+    sweep.stop()
+    stopped.set()
+    worker.join(timeout=60)
+    assert not worker.is_alive()
+    assert [(p.prompt_index, p.gamma) for p in sweep.points] == [(0, 1), (0, 2)]
+    assert [id(p) for p in returned] == [id(p) for p in sweep.points], "the sweep left between points"
+    sweep.add(returned[0])  # a point the stopped run would finish late is not added to what was shown
+    assert len(sweep.points) == 2
+    assert sweep.message("points") == "Stopped after 2 of 6 points; the points done are shown below."
+    sweep.finish()  # the stopped run returning does not turn the sweep into a finished one
+    assert sweep.status == sweeps.STOPPED
+
+
+def test_a_sweep_that_raises_midway_is_failed_and_keeps_its_points(target, load):
+    sweep = sweeps.Sweep(planned=3, setup={})
+
+    def on_point(point, done, total):
+        sweep.add(point, done, total)
+        if done == 2:
+            raise RuntimeError("out of memory")
+
+    with pytest.raises(RuntimeError):
+        sweeps.gamma_sweep(target, "tiny-draft", [PROMPTS[0]], [1, 2, 3], Decoding(max_new_tokens=8), load=load,
+                           on_point=on_point, should_stop=sweep.should_stop)
+    sweep.finish()
+    assert sweep.status == sweeps.FAILED and len(sweep.points) == 2
+    assert sweep.message("points").startswith("The sweep ended with an error after 2 of 3 points")
+    whole = sweeps.Sweep(planned=2, setup={})
+    sweeps.gamma_sweep(target, "ngram", [PROMPTS[0]], [1, 2], Decoding(max_new_tokens=8), load=load,
+                       on_point=whole.add, should_stop=whole.should_stop)
+    whole.finish()
+    assert whole.status == sweeps.DONE and whole.message("points") is None and len(whole.points) == 2
 
 
 def test_gamma_table_pools_prompts_and_flags_the_best_gamma(target, load):

@@ -1,5 +1,6 @@
 """Waiting, colour and screenshot helpers for the real-browser tests."""
 
+import json
 from pathlib import Path
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "screenshots"
@@ -21,3 +22,38 @@ def screenshot(page, name: str) -> Path:
     path = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=str(path))
     return path
+
+
+def slider(page, label: str, index: int = 0):
+    """The thumb of a Streamlit slider found by its label (index picks a thumb of a range slider)."""
+    return page.locator('[data-testid="stSlider"]').filter(has_text=label).get_by_role("slider").nth(index)
+
+
+def press(page, label: str, key: str, times: int = 1, index: int = 0) -> None:
+    """Move a slider with the keyboard (Home, End, arrows), then wait for the rerun."""
+    thumb = slider(page, label, index)
+    thumb.focus()
+    for _ in range(times):
+        thumb.press(key)
+    wait_idle(page)
+
+
+def choose(page, label: str, option: str) -> None:
+    """Pick an option of a Streamlit selectbox found by its label."""
+    page.locator('[data-testid="stSelectbox"]').filter(has_text=label).click()
+    page.get_by_role("option", name=option, exact=True).click()
+    wait_idle(page)
+
+
+def type_number(page, label: str, value: int) -> None:
+    box = page.locator('[data-testid="stNumberInput"]').filter(has_text=label).locator("input")
+    box.fill(str(value))
+    box.press("Enter")
+    wait_idle(page)
+
+
+def download_json(page, button: str = "Runs (JSON, replayable)") -> dict:
+    """What a JSON download button of the page hands the user, parsed."""
+    with page.expect_download() as info:
+        page.get_by_role("button", name=button).click()
+    return json.loads(Path(info.value.path()).read_text(encoding="utf-8"))
