@@ -4,7 +4,7 @@ Both variants run the same loop (`decode.generate`, detail=True / False) on the 
 so that machine noise hits both alike; the figure is the median over prompts of full ÷ bare seconds
 (each the median of --repeats runs).
 
-    python benchmarks/overhead.py --draft ngram --prompts benchmarks/eval14-prompts.jsonl --max-new-tokens 128
+    python benchmarks/overhead.py --draft ngram --prompts eval --per-category 1 --max-new-tokens 128
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from specviz.decode import generate
 from specviz.drafters import build_drafter
 from specviz.measure import warm_up
 from specviz.models import load_model
-from specviz.prompts import read_jsonl
+from specviz.prompts import first_per_category, load_prompt_set, read_jsonl
 
 
 def main() -> None:
@@ -31,7 +31,7 @@ def main() -> None:
     ap.add_argument("--target", default="default")
     ap.add_argument("--draft", action="append", required=True)
     ap.add_argument("--prompts", required=True)
-    ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--per-category", type=int, default=0, help="the first N prompts of each category (0 = all)")
     ap.add_argument("--gamma", type=int, default=4)
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=3)
@@ -40,7 +40,8 @@ def main() -> None:
 
     target = load_model(args.target)
     settings = Decoding(gamma=args.gamma, max_new_tokens=args.max_new_tokens)
-    prompts = read_jsonl(args.prompts)[: args.limit or None]
+    prompts = load_prompt_set(split=args.prompts) if args.prompts in ("eval", "train") else read_jsonl(args.prompts)
+    prompts = first_per_category(prompts, args.per_category) if args.per_category else prompts
     load = functools.cache(load_model)  # each draft model once
     rows = []
     for spec in args.draft:

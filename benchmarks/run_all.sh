@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Every figure of the README's performance section, on this machine (about 50 minutes on the 2-core CPU).
+# Run it on a quiet machine: other jobs on the same cores distort every timing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=benchmarks/results
+mkdir -p "$out"
+
+# 1. ngram over all 84 evaluation prompts, against transformers' prompt lookup and greedy generate.
+python -m specviz bench --draft ngram --prompts eval --gamma 4 --max-new-tokens 128 --compare-hf \
+    --out "$out/eval84-greedy-g4-t128-ngram.jsonl"
+# 2. the shipped distilled drafts, 2 prompts per workload, against transformers' assisted generation.
+python -m specviz bench --draft smol-draft-1l128 --draft smol-draft-2l256 --prompts eval --per-category 2 \
+    --gamma 4 --max-new-tokens 128 --compare-hf --repeats 2 --out "$out/eval14-greedy-g4-t128-drafts.jsonl"
+# 3. the distilled drafts in issue #4's setting (64 new tokens), 4 prompts per workload.
+python -m specviz bench --draft smol-draft-1l128 --draft smol-draft-2l256 --prompts eval --per-category 4 \
+    --gamma 4 --max-new-tokens 64 --out "$out/eval28-greedy-g4-t64-drafts.jsonl"
+# 4. recording overhead and where the time goes.
+python benchmarks/overhead.py --draft ngram --draft smol-draft-1l128 --prompts eval --per-category 1 \
+    --max-new-tokens 128 --repeats 3 --out "$out/overhead.jsonl" | tee "$out/overhead.txt"
+python benchmarks/profile_round.py --draft ngram --draft smol-draft-1l128 > "$out/profile-cpu.txt"
+# 5. tables and plots.
+python benchmarks/report.py "$out"/eval84-greedy-g4-t128-ngram.jsonl "$out"/eval14-greedy-g4-t128-drafts.jsonl \
+    --plots docs/performance > "$out/tables-t128.md"
+python benchmarks/report.py "$out"/eval28-greedy-g4-t64-drafts.jsonl > "$out/tables-drafts-t64.md"
