@@ -35,7 +35,7 @@ if demo is not None:
     st.caption(f"{demo.spec.draft} drafting for {demo.spec.target}, γ={demo.spec.settings['gamma']}, recorded on "
                f"{demo.spec.device}. {message}. Prompt: {demo.spec.prompt[:120]}")
     st.html(tokens.output_html(demo.spec))
-    for column, (label, value, help_text) in zip(st.columns(6), figures.headline(demo)):
+    for column, (label, value, help_text) in zip(st.columns(7), figures.headline(demo)):
         column.metric(label, value, help=help_text)
 
 st.subheader("Your turn: a live run of the default pair")
@@ -50,7 +50,7 @@ if live is not None:
     ok, message = figures.fidelity(live)
     (st.success if ok else st.warning)(message)
     st.html(tokens.output_html(live.spec))
-    for column, (label, value, help_text) in zip(st.columns(6), figures.headline(live)):
+    for column, (label, value, help_text) in zip(st.columns(7), figures.headline(live)):
         column.metric(label, value, help=help_text)
     st.page_link("pages/1_Rounds.py", label="Step through it round by round →")
 

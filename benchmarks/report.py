@@ -16,13 +16,25 @@ import argparse
 import functools
 import json
 import statistics
+import sys
 from collections import defaultdict
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from specviz.theory import alpha_from_mean_tokens, expected_speedup
+
+
+def theory(row: dict) -> float:
+    """The standard model from the row's own measured c, verify cost, γ = tokens drafted per round and α per
+    tested draft (Run.implied_alpha), recomputed from the measured fields so older files are read alike."""
+    per_round = row["drafted"] / row["rounds"]
+    alpha = alpha_from_mean_tokens(row["mean_accepted_tokens"], per_round) if row["drafted"] else 0.0
+    return expected_speedup(alpha, per_round, row["cost_ratio"], row["verify_cost"])
+
 
 def theory_ratio(row: dict) -> float:
-    theory = row["theoretical_speedup_measured_verify"]
-    return row["speedup"] / theory if theory else 0.0
+    return row["speedup"] / theory(row) if theory(row) else 0.0
 
 
 def _mean(rows: list[dict], key: str) -> float:
@@ -63,7 +75,7 @@ def table(rows: list[dict]) -> str:
         name = f"**{draft}**" if category == "all" else draft
         cells = [name, category, len(mine), f"{mean('acceptance_rate'):.3f}", f"{mean('mean_accepted_tokens'):.2f}",
                  f"{mean('cost_ratio'):.3f}", f"{mean('verify_cost'):.2f}", f"{mean('speedup'):.2f}×",
-                 f"{med('speedup'):.2f}×", f"{mean('theoretical_speedup_measured_verify'):.2f}×", f"{med(theory_ratio):.2f}",
+                 f"{med('speedup'):.2f}×", f"{statistics.fmean(theory(r) for r in mine):.2f}×", f"{med(theory_ratio):.2f}",
                  f"{sum(r['identical'] for r in mine)}/{len(mine)}"]
         if hf:
             cells += [f"{med('ratio_vs_hf'):.3f}", f"{med('baseline_ratio_vs_hf'):.3f}",
@@ -109,11 +121,11 @@ def plots(rows: list[dict], folder: Path) -> list[Path]:
     fig, ax = plt.subplots(figsize=(5.2, 4.6))
     for draft in drafts:
         mine = [r for r in rows if r["draft"] == draft]
-        ax.scatter([r["theoretical_speedup_measured_verify"] for r in mine], [r["speedup"] for r in mine], s=14, label=draft)
-    top = max(max(r["speedup"], r["theoretical_speedup_measured_verify"]) for r in rows) * 1.05
+        ax.scatter([theory(r) for r in mine], [r["speedup"] for r in mine], s=14, label=draft)
+    top = max(max(r["speedup"], theory(r)) for r in rows) * 1.05
     ax.plot([0, top], [0, top], color="black", linewidth=0.8, label="measured = theory")
     ax.plot([0, top], [0, 0.9 * top], color="grey", linewidth=0.8, linestyle="--", label="90 % of theory")
-    ax.set_xlabel("theory from the run's own α, γ, c, verify cost")
+    ax.set_xlabel("theory from the run's own α, drafted tokens per round, c, verify cost")
     ax.set_ylabel("measured speedup")
     ax.set_title("Measured against theory, per prompt")
     ax.legend(fontsize=8)

@@ -45,7 +45,7 @@ run = comparison.spec
 
 ok, message = figures.fidelity(comparison)
 (st.success if ok else st.warning)(message)
-for column, (label, value, help_text) in zip(st.columns(6), figures.headline(comparison)):
+for column, (label, value, help_text) in zip(st.columns(7), figures.headline(comparison)):
     column.metric(label, value, help=help_text)
 st.caption(f"{run.draft} → {run.target} · γ={run.settings['gamma']}{' (adaptive)' if run.settings['adaptive'] else ''} · "
            f"{run.settings['verification']['mode']} verification · {run.device} {run.dtype} · {run.new_tokens} tokens in "

@@ -55,7 +55,10 @@ st.caption(f"{setup['draft']} → {setup['target']} · {len(setup['prompts'])} p
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("best γ (measured)", best, help="the γ with the highest measured speedup over all prompts")
 m2.metric("speedup at best γ", f"{best_row['speedup']:.2f}×", help="total target-alone seconds ÷ total speculative seconds")
-m3.metric("α over the sweep", f"{alpha:.2f}", help=f"accepted ÷ drafted over every point; mean c = {c:.3f}")
+m3.metric("α per tested token", f"{alpha:.2f}",
+          help=f"the theory's α over the whole sweep: the acceptance probability of a tested draft, implied by the "
+               f"tokens per round (accepted ÷ drafted is lower: drafts after a rejection are never tested); "
+               f"mean c = {c:.3f}")
 m4.metric("best γ in theory", theory.optimal_gamma(alpha, c, max_gamma=int(table["gamma"].max())),
           help="argmax over the swept range of (1−α^(γ+1))/((1−α)(γc+1)) with the sweep's α and c, the "
                "verification pass costed as one target step")
@@ -68,7 +71,11 @@ left.plotly_chart(sweep_charts.alpha_figure(table), key="dl-alpha")
 right.plotly_chart(sweep_charts.position_figure(points), key="dl-bypos")
 left.plotly_chart(sweep_charts.throughput_figure(table), key="dl-throughput")
 st.dataframe(table, hide_index=True, key="dl-table", column_config={
-    "gamma": "γ", "alpha": st.column_config.NumberColumn("α", format="%.2f"),
+    "gamma": "γ", "alpha": st.column_config.NumberColumn("α", format="%.2f", help="accepted ÷ drafted"),
+    "alpha_theory": st.column_config.NumberColumn(
+        "α per tested token", format="%.2f",
+        help="the theory's α: the acceptance probability of a draft that is tested (drafts after a rejection never "
+             "are), implied by the tokens per round"),
     "mean_accepted": st.column_config.NumberColumn("tokens / round", format="%.2f"),
     "speedup": st.column_config.NumberColumn("measured speedup", format="%.2f×"),
     "theoretical_speedup": st.column_config.NumberColumn("theory", format="%.2f×"),

@@ -71,7 +71,11 @@ st.dataframe(table, hide_index=True, key="cmp-table", column_config={
     "parameters": st.column_config.NumberColumn("draft parameters", format="compact"),
     "draft_ms_per_token": st.column_config.NumberColumn("draft ms / token", format="%.2f"),
     "c": st.column_config.NumberColumn("c", format="%.3f"),
-    "alpha": st.column_config.NumberColumn("α", format="%.2f"),
+    "alpha": st.column_config.NumberColumn("α", format="%.2f", help="accepted ÷ drafted"),
+    "alpha_theory": st.column_config.NumberColumn(
+        "α per tested token", format="%.2f",
+        help="the theory's α: the acceptance probability of a draft that is tested (drafts after a rejection never "
+             "are), implied by the tokens per round"),
     "mean_accepted": st.column_config.NumberColumn("tokens / round", format="%.2f"),
     "speedup": st.column_config.NumberColumn("measured speedup", format="%.2f×"),
     "theoretical_speedup": st.column_config.NumberColumn("theory", format="%.2f×"),

@@ -176,9 +176,13 @@ def _figures(c: Comparison | None, run) -> list[tuple[str, str]]:
         rows += [
             ("baseline tokens/s", f"{c.baseline.tokens_per_second:.1f}"),
             ("measured speedup", f"{c.speedup:.2f}x"),
-            ("theoretical speedup (α, γ, c)", f"{c.theoretical_speedup:.2f}x"),
+            ("α per tested draft (theory's α)", f"{run.implied_alpha:.3f}"),
             ("cost ratio c", f"{c.cost_ratio:.3f}"),
-            ("verify cost (target steps)", f"{c.verify_cost:.2f}"),
+            ("verify cost v (target steps)", f"{c.verify_cost:.2f}"),
+            ("theoretical speedup (v = 1)", f"{c.theoretical_speedup:.2f}x"),
+            ("theoretical speedup (v measured)", f"{c.theoretical_speedup_measured_verify:.2f}x"),
+            ("measured / theory", f"{c.speedup / c.theoretical_speedup_measured_verify:.2f}"
+                                  if c.theoretical_speedup_measured_verify else "-"),
             ("identical to target alone", "yes" if c.identical else f"no (agreement {c.agreement:.1%})"),
         ]
     return rows
@@ -309,8 +313,8 @@ def print_summary(rows: list[dict]) -> None:
             f"{mean(mine, 'speedup'):>5.2f}x {mean(mine, 'theoretical_speedup_measured_verify'):>5.2f}x "
             f"{med(mine, theory_ratio):>11.2f} {sum(r['identical'] for r in mine):>5}/{len(mine)}"
         )
-    print("(verify: one verification forward in target steps; theory: from the run's own α, mean γ, c and verify;"
-          " meas/theory: median over prompts)")
+    print("(verify: one verification forward in target steps; theory: from the run's own c, verify cost, tokens"
+          " drafted per round and α per tested draft; meas/theory: median over prompts)")
     if rows and "ratio_vs_hf" in rows[0]:
         print("\nversus transformers' generate (same drafter, γ, prompts; medians over prompts):")
         print(f"{'draft':<22} {'ours/HF tok/s':>13} {'HF speedup':>10} {'HF identical':>12} {'baseline ours/HF':>16}")

@@ -131,7 +131,21 @@ class Run:
 
     @property
     def mean_gamma(self) -> float:
+        """The γ scheduled per round (adaptive, and cut near max-new-tokens)."""
         return statistics.fmean(r.gamma for r in self.rounds) if self.rounds else 0.0
+
+    @property
+    def implied_alpha(self) -> float:
+        """The theory's α: the per-token acceptance probability that gives this run's tokens per round at its
+        drafted length. Lower acceptance_rate (accepted ÷ drafted) counts drafts after a rejection, which are
+        never tested; the standard model's α is the chance that a tested draft is accepted."""
+        return theory.alpha_from_mean_tokens(self.mean_accepted_tokens, self.mean_drafted) if self.drafted else 0.0
+
+    @property
+    def mean_drafted(self) -> float:
+        """Tokens actually drafted per round: γ for a model draft, often fewer for n-gram lookup (0 with no match).
+        This is the γ of the theory: a round that drafts nothing costs one step and yields one token."""
+        return self.drafted / len(self.rounds) if self.rounds else 0.0
 
     def acceptance_by_position(self) -> list[float]:
         """P(draft token i accepted | it was drafted), for i = 0 .. longest draft - 1."""
@@ -153,6 +167,8 @@ class Run:
             "acceptance_rate": self.acceptance_rate,
             "mean_accepted_tokens": self.mean_accepted_tokens,
             "mean_gamma": self.mean_gamma,
+            "mean_drafted": self.mean_drafted,
+            "implied_alpha": self.implied_alpha,
             "seconds": self.seconds,
             "tokens_per_second": self.tokens_per_second,
             "draft_seconds": self.draft_seconds,
@@ -263,14 +279,14 @@ class Comparison:
 
     @property
     def theoretical_speedup(self) -> float:
-        """(1-α^(γ+1)) / ((1-α)(γc+1)) from the run's own α, mean γ and c."""
-        return theory.expected_speedup(self.spec.acceptance_rate, self.spec.mean_gamma, self.cost_ratio)
+        """(1-α^(γ+1)) / ((1-α)(γc+1)) from the run's own per-token α, c and γ (tokens drafted per round)."""
+        return theory.expected_speedup(self.spec.implied_alpha, self.spec.mean_drafted, self.cost_ratio)
 
     @property
     def theoretical_speedup_measured_verify(self) -> float:
         """The same with the verification forward costed as measured instead of as one step."""
         return theory.expected_speedup(
-            self.spec.acceptance_rate, self.spec.mean_gamma, self.cost_ratio, self.verify_cost
+            self.spec.implied_alpha, self.spec.mean_drafted, self.cost_ratio, self.verify_cost
         )
 
     def summary(self) -> dict:

@@ -195,9 +195,9 @@ def draft_parameters(spec: str, target: LoadedModel, load: Loader = load_model) 
 
 
 # --- aggregates (no model calls) ---------------------------------------------------------------
-GAMMA_COLUMNS = ["gamma", "alpha", "mean_accepted", "speedup", "theoretical_speedup", "c", "verify_cost",
+GAMMA_COLUMNS = ["gamma", "alpha", "alpha_theory", "mean_accepted", "speedup", "theoretical_speedup", "c", "verify_cost",
                  "draft_ms_per_token", "tokens_per_s", "baseline_tokens_per_s", "identical", "prompts"]
-DRAFT_COLUMNS = ["draft", "parameters", "draft_ms_per_token", "c", "alpha", "mean_accepted", "speedup",
+DRAFT_COLUMNS = ["draft", "parameters", "draft_ms_per_token", "c", "alpha", "alpha_theory", "mean_accepted", "speedup",
                  "theoretical_speedup", "tokens_per_s", "identical", "prompts"]
 
 
@@ -211,6 +211,9 @@ def _pooled(points: list[Point]) -> dict:
     base_tokens = sum(p.comparison.baseline.new_tokens for p in points)
     return {
         "alpha": accepted / drafted if drafted else 0.0,
+        # the theory's per-token α, and γ as drafted (see Run.implied_alpha)
+        "alpha_theory": theory.alpha_from_mean_tokens(tokens / rounds, drafted / rounds) if drafted else 0.0,
+        "drafted_per_round": drafted / rounds if rounds else 0.0,
         "mean_accepted": tokens / rounds if rounds else 0.0,
         "speedup": base_s / spec_s if spec_s > 0 else 0.0,
         "c": statistics.fmean(p.comparison.cost_ratio for p in points),
@@ -228,7 +231,7 @@ def gamma_table(points: list[Point]) -> pd.DataFrame:
     rows = []
     for gamma in sorted({p.gamma for p in points}):
         row = {"gamma": gamma, **_pooled([p for p in points if p.gamma == gamma])}
-        row["theoretical_speedup"] = theory.expected_speedup(row["alpha"], gamma, row["c"])
+        row["theoretical_speedup"] = theory.expected_speedup(row["alpha_theory"], row["drafted_per_round"], row["c"])
         rows.append(row)
     frame = pd.DataFrame(rows, columns=GAMMA_COLUMNS)
     frame["best"] = frame["gamma"] == best_gamma(frame)
@@ -243,9 +246,9 @@ def best_gamma(frame: pd.DataFrame) -> int | None:
 
 
 def overall_alpha_c(points: list[Point]) -> tuple[float, float]:
-    """α pooled over the whole sweep and the mean c: what the smooth theory curve is drawn from."""
+    """The theory's per-token α pooled over the whole sweep and the mean c: what the smooth theory curve is drawn from."""
     pooled = _pooled(points)
-    return pooled["alpha"], pooled["c"]
+    return pooled["alpha_theory"], pooled["c"]
 
 
 def draft_table(points: list[Point], parameters: dict[str, int] | None = None) -> pd.DataFrame:
@@ -254,7 +257,7 @@ def draft_table(points: list[Point], parameters: dict[str, int] | None = None) -
     for draft in dict.fromkeys(p.draft for p in points):
         mine = [p for p in points if p.draft == draft]
         row = {"draft": draft, "parameters": (parameters or {}).get(draft), **_pooled(mine)}
-        row["theoretical_speedup"] = theory.expected_speedup(row["alpha"], mine[0].gamma, row["c"])
+        row["theoretical_speedup"] = theory.expected_speedup(row["alpha_theory"], row["drafted_per_round"], row["c"])
         rows.append(row)
     return pd.DataFrame(rows, columns=DRAFT_COLUMNS)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import threading
 from pathlib import Path
 
@@ -29,6 +30,8 @@ from .views.tokens import legend_html
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 DEMO_RUN = ASSETS / "demo" / "rounds.json"
 
+_log = logging.getLogger("specviz")
+
 
 @st.cache_resource(show_spinner=False, max_entries=8)
 def cached_model(name: str, device: str = "auto", dtype: str = "auto"):
@@ -47,7 +50,8 @@ def exclusive():
     would slow each other down and make every timing wrong. A second session waits its turn."""
     lock = _model_lock()
     if not lock.acquire(blocking=False):
-        note = st.info("Another browser session is running a model on this machine; yours starts when it ends…")
+        note = st.info("A model run is finishing (another browser session, or a sweep being stopped); yours starts "
+                       "when it ends…")
         lock.acquire()
         note.empty()
     try:
@@ -115,7 +119,9 @@ def error_box(what: str = "run"):
         torch.cuda.empty_cache()
         st.error(f"Could not {what}: {OUT_OF_MEMORY}, or run SpecViz on a machine with more GPU memory.", icon="⚠️")
     except Exception as exc:  # noqa: BLE001 — never a traceback in front of a workshop
-        st.error(f"Could not {what}: unexpected {exc.__class__.__name__}: {str(exc)[:200]}", icon="⚠️")
+        _log.exception("unexpected error while trying to %s", what)  # ... but one in the server's log, to fix it
+        st.error(f"Could not {what}: unexpected {exc.__class__.__name__}: {str(exc)[:200]} (details in the server log)",
+                 icon="⚠️")
 
 
 def prompts_picker(key: str, runs_on: str) -> list[str]:

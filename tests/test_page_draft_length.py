@@ -105,7 +105,9 @@ def test_gamma_table_pools_prompts_and_flags_the_best_gamma(target, load):
         mine = [p.comparison for p in points if p.gamma == row.gamma]
         assert row.speedup == pytest.approx(sum(c.baseline_seconds for c in mine) / sum(c.spec_seconds for c in mine))
         assert row.alpha == pytest.approx(sum(c.spec.accepted for c in mine) / sum(c.spec.drafted for c in mine))
-        assert row.theoretical_speedup == pytest.approx(theory.expected_speedup(row.alpha, row.gamma, row.c))
+        per_round = sum(c.spec.drafted for c in mine) / sum(len(c.spec.rounds) for c in mine)
+        assert row.alpha_theory == pytest.approx(theory.alpha_from_mean_tokens(row.mean_accepted, per_round))
+        assert row.theoretical_speedup == pytest.approx(theory.expected_speedup(row.alpha_theory, per_round, row.c))
         assert row.prompts == 2
     best = sweeps.best_gamma(table)
     assert best == int(table.loc[table["speedup"].idxmax(), "gamma"])

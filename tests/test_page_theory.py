@@ -150,7 +150,7 @@ def test_measured_runs_of_this_session_are_points_on_the_curve():
     assert not at.exception
     points = trace(figure(at, "Expected speedup vs"), "measured runs")
     shown = sorted(zip(array(points["x"]), array(points["y"])))
-    expected = sorted([(one.spec.mean_gamma, one.speedup), (two.spec.mean_gamma, two.speedup)])
+    expected = sorted([(one.spec.mean_drafted, one.speedup), (two.spec.mean_drafted, two.speedup)])
     assert [x for x, _ in shown] == pytest.approx([x for x, _ in expected])
     assert [y for _, y in shown] == pytest.approx([y for _, y in expected])
     assert any("2 measured run(s)" in c.value for c in at.caption)

@@ -183,12 +183,12 @@ def measured_points(values: Mapping) -> pd.DataFrame:
     rows = []
     for name, c in find_comparisons(values):
         run = c.spec
-        if not run.rounds or run.mean_gamma <= 0:
+        if not run.rounds or run.mean_drafted <= 0:
             continue
         mode = run.settings.get("verification", {}).get("mode", "exact")
         rows.append({
             "name": f"{name}: {run.draft} → {run.target}, {mode}",
-            "gamma": run.mean_gamma,
+            "gamma": run.mean_drafted,
             "speedup": c.speedup,
             "alpha": run.acceptance_rate,
             "cost_ratio": c.cost_ratio,
