@@ -71,19 +71,8 @@ left.plotly_chart(sweep_charts.alpha_figure(table), key="dl-alpha")
 right.plotly_chart(sweep_charts.position_figure(points), key="dl-bypos")
 left.plotly_chart(sweep_charts.throughput_figure(table), key="dl-throughput")
 st.dataframe(table, hide_index=True, key="dl-table", column_config={
-    "gamma": "γ", "alpha": st.column_config.NumberColumn("α", format="%.2f", help="accepted ÷ drafted"),
-    "alpha_theory": st.column_config.NumberColumn(
-        "α per tested token", format="%.2f",
-        help="the theory's α: the acceptance probability of a draft that is tested (drafts after a rejection never "
-             "are), implied by the tokens per round"),
-    "mean_accepted": st.column_config.NumberColumn("tokens / round", format="%.2f"),
-    "speedup": st.column_config.NumberColumn("measured speedup", format="%.2f×"),
-    "theoretical_speedup": st.column_config.NumberColumn("theory", format="%.2f×"),
-    "c": st.column_config.NumberColumn("c", format="%.3f"),
+    **ui.SWEEP_COLUMNS, "gamma": "γ", "best": "best γ",
     "verify_cost": st.column_config.NumberColumn("verify cost (steps)", format="%.2f"),
-    "draft_ms_per_token": st.column_config.NumberColumn("draft ms / token", format="%.2f"),
-    "tokens_per_s": st.column_config.NumberColumn("tokens / s", format="%.1f"),
     "baseline_tokens_per_s": st.column_config.NumberColumn("target alone tokens / s", format="%.1f"),
-    "best": "best γ",
 })
 ui.export_buttons(sweeps.comparisons(points), "draft-length")

@@ -68,18 +68,7 @@ else:
     st.info(f"**{winner['draft']}** is both the most accepted (α {winner['alpha']:.2f}) and the fastest "
             f"({winner['speedup']:.2f}×) here.")
 st.dataframe(table, hide_index=True, key="cmp-table", column_config={
-    "parameters": st.column_config.NumberColumn("draft parameters", format="compact"),
-    "draft_ms_per_token": st.column_config.NumberColumn("draft ms / token", format="%.2f"),
-    "c": st.column_config.NumberColumn("c", format="%.3f"),
-    "alpha": st.column_config.NumberColumn("α", format="%.2f", help="accepted ÷ drafted"),
-    "alpha_theory": st.column_config.NumberColumn(
-        "α per tested token", format="%.2f",
-        help="the theory's α: the acceptance probability of a draft that is tested (drafts after a rejection never "
-             "are), implied by the tokens per round"),
-    "mean_accepted": st.column_config.NumberColumn("tokens / round", format="%.2f"),
-    "speedup": st.column_config.NumberColumn("measured speedup", format="%.2f×"),
-    "theoretical_speedup": st.column_config.NumberColumn("theory", format="%.2f×"),
-    "tokens_per_s": st.column_config.NumberColumn("tokens / s", format="%.1f"),
+    **ui.SWEEP_COLUMNS, "parameters": st.column_config.NumberColumn("draft parameters", format="compact"),
 })
 
 

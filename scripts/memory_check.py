@@ -21,18 +21,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anyw
 from specviz.config import Decoding, Sampling
 from specviz.decode import generate
 from specviz.drafters import build_drafter
+from specviz.measure import rss_mb
 from specviz.models import load_model
 
 PROMPT = "Explain in two sentences why the sky is blue."
-
-
-def rss_mb() -> float:
-    try:
-        import psutil
-    except ImportError:
-        line = next(x for x in Path("/proc/self/status").read_text().splitlines() if x.startswith("VmRSS:"))
-        return int(line.split()[1]) / 1024
-    return psutil.Process().memory_info().rss / 2**20
 
 
 def main() -> int:

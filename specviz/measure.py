@@ -78,3 +78,13 @@ def machine(device: torch.device | str = "cpu") -> str:
                     break
         name = f"{name}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads"
     return f"{name}; torch {torch.__version__}"
+
+
+def rss_mb() -> float:
+    """Resident set size of this process in MB (psutil when installed, else Linux's /proc)."""
+    try:
+        import psutil
+    except ImportError:
+        line = next(x for x in Path("/proc/self/status").read_text().splitlines() if x.startswith("VmRSS:"))
+        return int(line.split()[1]) / 1024
+    return psutil.Process().memory_info().rss / 2**20

@@ -32,6 +32,21 @@ DEMO_RUN = ASSETS / "demo" / "rounds.json"
 
 _log = logging.getLogger("specviz")
 
+# Labels of the sweep tables' shared columns (Draft length, Compare drafts).
+SWEEP_COLUMNS = {
+    "alpha": st.column_config.NumberColumn("α", format="%.2f", help="accepted ÷ drafted"),
+    "alpha_theory": st.column_config.NumberColumn(
+        "α per tested token", format="%.2f",
+        help="the theory's α: the acceptance probability of a draft that is tested (drafts after a rejection never "
+             "are), implied by the tokens per round"),
+    "mean_accepted": st.column_config.NumberColumn("tokens / round", format="%.2f"),
+    "speedup": st.column_config.NumberColumn("measured speedup", format="%.2f×"),
+    "theoretical_speedup": st.column_config.NumberColumn("theory", format="%.2f×"),
+    "c": st.column_config.NumberColumn("c", format="%.3f"),
+    "draft_ms_per_token": st.column_config.NumberColumn("draft ms / token", format="%.2f"),
+    "tokens_per_s": st.column_config.NumberColumn("tokens / s", format="%.1f"),
+}
+
 
 @st.cache_resource(show_spinner=False, max_entries=8)
 def cached_model(name: str, device: str = "auto", dtype: str = "auto"):

@@ -10,26 +10,16 @@ real pair see scripts/memory_check.py.
 
 import gc
 import weakref
-from pathlib import Path
 
 import pytest
 
 from specviz.config import Decoding, Sampling
 from specviz.decode import generate
+from specviz.measure import rss_mb
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 WARM_UP, RUNS, BOUND_MB = 5, 50, 4.0
-
-
-def rss_mb() -> float:
-    """Resident set size of this process (psutil when installed, else Linux's /proc)."""
-    try:
-        import psutil
-    except ImportError:
-        line = next(x for x in Path("/proc/self/status").read_text().splitlines() if x.startswith("VmRSS:"))
-        return int(line.split()[1]) / 1024
-    return psutil.Process().memory_info().rss / 2**20
 
 
 def one_run(target, make_drafter, i: int):

@@ -182,7 +182,7 @@ def test_sweep_page_plots_and_tabulates_every_measured_gamma(sweep_page):
     assert curve["x"][0] == 1 and curve["x"][-1] == 3 and len(curve["x"]) > 10, "a smooth curve over γ 1..3"
     assert all(y > 0 for y in curve["y"])
     own = trace(speedup, "theory at each γ")
-    assert own["y"] == pytest.approx([theory.expected_speedup(r.alpha, r.gamma, r.c) for r in table.itertuples()])
+    assert own["y"] == pytest.approx(table["theoretical_speedup"].tolist())  # its formula: test_gamma_table_...
 
     alpha = chart(at, "Acceptance α and tokens per round")
     assert trace(alpha, "α")["y"] == pytest.approx(table["alpha"].tolist())
