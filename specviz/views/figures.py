@@ -9,19 +9,19 @@ def headline(c: Comparison) -> list[tuple[str, str, str]]:
     spec = c.spec
     ratio = c.speedup / c.theoretical_speedup_measured_verify if c.theoretical_speedup_measured_verify else 0.0
     return [
-        ("α (acceptance)", f"{spec.acceptance_rate:.2f}", f"{spec.accepted} of {spec.drafted} drafted tokens accepted"),
-        ("tokens / round", f"{spec.mean_accepted_tokens:.2f}", "accepted drafts plus the resampled or bonus token"),
-        ("tokens / s", f"{spec.tokens_per_second:.1f}", f"target alone: {c.baseline.tokens_per_second:.1f} tokens/s"),
-        ("measured speedup", f"{c.speedup:.2f}×", f"baseline {c.baseline_seconds:.2f} s ÷ speculative {c.spec_seconds:.2f} s"),
+        ("α", f"{spec.acceptance_rate:.2f}", f"acceptance rate: {spec.accepted} of {spec.drafted} drafted tokens accepted"),
+        ("tokens/round", f"{spec.mean_accepted_tokens:.2f}", "accepted drafts plus the resampled or bonus token"),
+        ("tokens/s", f"{spec.tokens_per_second:.1f}", f"target alone: {c.baseline.tokens_per_second:.1f} tokens/s"),
+        ("speedup", f"{c.speedup:.2f}×", f"measured: baseline {c.baseline_seconds:.2f} s ÷ speculative {c.spec_seconds:.2f} s"),
         ("theory", f"{c.theoretical_speedup_measured_verify:.2f}×",
          f"(1−α^(γ+1))/((1−α)(γc+v)) with this run's c, α = {spec.implied_alpha:.2f} per tested draft (the rate that "
          f"gives its tokens per round), γ = {spec.mean_drafted:.2f} tokens drafted per round and "
          f"v = {c.verify_cost:.2f}: one verification forward costs {c.verify_cost:.2f} target steps here "
          f"(with the textbook v = 1: {c.theoretical_speedup:.2f}×)"),
-        ("measured ÷ theory", f"{ratio:.2f}",
-         "What the theory leaves out: time outside the draft and verify forwards (cache rollback, bookkeeping, "
+        ("÷ theory", f"{ratio:.2f}",
+         "Measured speedup ÷ theory. What the theory leaves out: time outside the draft and verify forwards (cache rollback, bookkeeping, "
          "recording) and rounds that do not look like the average one. Near 1: the loop wastes little."),
-        ("cost ratio c", f"{c.cost_ratio:.3f}", "draft time per token ÷ target time per step, both measured"),
+        ("c", f"{c.cost_ratio:.3f}", "cost ratio: draft time per token ÷ target time per step, both measured"),
     ]
 
 
