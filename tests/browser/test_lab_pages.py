@@ -2,22 +2,9 @@
 
 from playwright.sync_api import expect
 
-from browser_helpers import background, screenshot, wait_idle
+from browser_helpers import background, press, screenshot, wait_idle
 
 GREEN, ORANGE = "rgb(26, 152, 80)", "rgb(243, 156, 18)"
-
-
-def slider(page, label: str, index: int = 0):
-    """The thumb of a Streamlit slider found by its label (index picks a thumb of a range slider)."""
-    return page.locator('[data-testid="stSlider"]').filter(has_text=label).get_by_role("slider").nth(index)
-
-
-def press(page, label: str, key: str, times: int = 1, index: int = 0) -> None:
-    thumb = slider(page, label, index)
-    thumb.focus()
-    for _ in range(times):
-        thumb.press(key)
-    wait_idle(page)
 
 
 def no_exception(page):
