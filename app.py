@@ -7,11 +7,12 @@ from specviz.models import DEFAULT_TARGET
 from specviz.views import figures, tokens
 
 st.set_page_config(page_title="SpecViz — speculative decoding, seen and measured", page_icon="🔎", layout="wide")
-st.title("SpecViz — see and measure speculative decoding")
-st.write("A small **draft** model guesses the next γ tokens; the large **target** model checks all of them in "
-         "**one** forward pass; the longest agreeing prefix is kept, the first disagreement is replaced by the "
-         "target's own token — so the output is exactly the target's, produced in fewer target passes.")
-ui.sidebar_device()
+ui.page_intro(
+    "SpecViz — see and measure speculative decoding",
+    "A small **draft** model guesses the next γ tokens; the large **target** model checks all of them in "
+    "**one** forward pass; the longest agreeing prefix is kept, the first disagreement is replaced by the "
+    "target's own token — so the output is exactly the target's, produced in fewer target passes.",
+)
 
 T = tokens.token_span
 st.html(

@@ -6,15 +6,14 @@ from specviz import ui
 from specviz.views import charts, figures, tables, tokens
 
 st.set_page_config(page_title="Rounds · SpecViz", page_icon="🔎", layout="wide")
-st.title("Rounds — token by token")
-st.write("Each round the draft proposes γ tokens, the target scores them all in one forward pass, a prefix is "
-         "kept, and the first rejected token is replaced (or a bonus token is added when all are kept).")
-ui.sidebar_device()
+ui.page_intro(
+    "Rounds — token by token",
+    "Each round the draft proposes γ tokens, the target scores them all in one forward pass, a prefix is "
+    "kept, and the first rejected token is replaced (or a bonus token is added when all are kept).",
+)
 
 with st.sidebar:
-    st.header("Run settings")
-    target = ui.target_picker("rounds-target")
-    draft = ui.draft_picker("rounds-draft")
+    target, draft = ui.pair_pickers("rounds", "Run settings")
     settings = None
     with ui.error_box("use these settings"):
         settings = ui.decoding_controls("rounds")

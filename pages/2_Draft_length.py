@@ -6,16 +6,15 @@ from specviz import sweeps, theory, ui, ui_sweep
 from specviz.views import sweep_charts
 
 st.set_page_config(page_title="Draft length · SpecViz", page_icon="🔎", layout="wide")
-st.title("Draft length γ — how far ahead should the draft guess?")
-st.write("A longer draft gains more tokens per target pass when it is accepted, but every drafted token costs time "
-         "and acceptance decays along the draft: the speedup rises, peaks and falls. Here it is measured at each γ "
-         "against the target alone, beside the standard model's prediction (1−α^(γ+1))/((1−α)(γc+1)).")
-ui.sidebar_device()
+ui.page_intro(
+    "Draft length γ — how far ahead should the draft guess?",
+    "A longer draft gains more tokens per target pass when it is accepted, but every drafted token costs time "
+    "and acceptance decays along the draft: the speedup rises, peaks and falls. Here it is measured at each γ "
+    "against the target alone, beside the standard model's prediction (1−α^(γ+1))/((1−α)(γc+1)).",
+)
 
 with st.sidebar:
-    st.header("Sweep settings")
-    target = ui.target_picker("dl-target")
-    draft = ui.draft_picker("dl-draft")
+    target, draft = ui.pair_pickers("dl", "Sweep settings")
     low, high = st.slider("Draft lengths γ", 1, 12, (1, 8), key="dl-gammas")
     repeats = st.slider("Repeats per point (median time)", 1, 5, 1, key="dl-repeats")
     settings = None

@@ -6,11 +6,12 @@ from specviz import sweeps, ui, ui_sweep
 from specviz.views import figures, sweep_charts, tokens
 
 st.set_page_config(page_title="Compare drafts · SpecViz", page_icon="🔎", layout="wide")
-st.title("Compare drafts — accuracy against cost")
-st.write("The best draft is not the most accurate one: speedup needs a high acceptance α *and* a low cost c per "
-         "drafted token, so a fast, weaker draft can beat a strong, slow one. Each drafter here runs on the same "
-         "prompts with the same γ and seed, timed against the same target-alone baseline.")
-ui.sidebar_device()
+ui.page_intro(
+    "Compare drafts — accuracy against cost",
+    "The best draft is not the most accurate one: speedup needs a high acceptance α *and* a low cost c per "
+    "drafted token, so a fast, weaker draft can beat a strong, slow one. Each drafter here runs on the same "
+    "prompts with the same γ and seed, timed against the same target-alone baseline.",
+)
 
 options = ui.draft_options()
 named = [o for o in options if o not in ("ngram", "target") and not o.startswith("layerskip")]

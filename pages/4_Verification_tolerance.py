@@ -8,16 +8,15 @@ from specviz.drafters import build_drafter
 from specviz.views import theory_charts, tokens
 
 st.set_page_config(page_title="Verification tolerance · SpecViz", page_icon="🔎", layout="wide")
-st.title("Verification tolerance — speed vs quality")
-st.write("Exact verification keeps only the drafts the target would have produced itself; relaxed verification also "
-         "keeps near-misses, so α and the speed rise while the output drifts from the exact one — measured here, one "
-         "tolerance at a time, against the same baseline.")
-ui.sidebar_device()
+ui.page_intro(
+    "Verification tolerance — speed vs quality",
+    "Exact verification keeps only the drafts the target would have produced itself; relaxed verification also "
+    "keeps near-misses, so α and the speed rise while the output drifts from the exact one — measured here, one "
+    "tolerance at a time, against the same baseline.",
+)
 
 with st.sidebar:
-    st.header("Sweep settings")
-    target = ui.target_picker("tol-target")
-    draft = ui.draft_picker("tol-draft")
+    target, draft = ui.pair_pickers("tol", "Sweep settings")
     settings = None
     with ui.error_box("use these settings"):
         settings = ui.decoding_controls("tol", with_verification=False)

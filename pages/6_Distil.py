@@ -9,11 +9,12 @@ from specviz.config import Decoding
 from specviz.models import cache_dir, draft_folders, user_drafts_dir
 
 st.set_page_config(page_title="Distil · SpecViz", page_icon="🔎", layout="wide")
-st.title("Distil a draft — make the target's own small sibling")
-st.write("A draft pays off only if it is far cheaper than the target and still guesses its next tokens. Here the "
-         "target answers the training prompts, a tiny model with its tokenizer learns to imitate those answers "
-         "(its embeddings start from the target's), and the result is raced against the shipped drafts.")
-ui.sidebar_device()
+ui.page_intro(
+    "Distil a draft — make the target's own small sibling",
+    "A draft pays off only if it is far cheaper than the target and still guesses its next tokens. Here the "
+    "target answers the training prompts, a tiny model with its tokenizer learns to imitate those answers "
+    "(its embeddings start from the target's), and the result is raced against the shipped drafts.",
+)
 
 with st.sidebar:
     st.header("Draft to distil")

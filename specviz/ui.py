@@ -117,6 +117,19 @@ def presets() -> dict[str, list[dict]]:
     return {c: load_prompt_set(c, "eval") for c in CATEGORIES}
 
 
+def page_intro(title: str, intro: str) -> None:
+    """A page's title and one paragraph, with the device in the sidebar."""
+    st.title(title)
+    st.write(intro)
+    sidebar_device()
+
+
+def pair_pickers(prefix: str, heading: str) -> tuple[str, str]:
+    """A settings heading with the target and draft pickers (keys prefix-target, prefix-draft)."""
+    st.header(heading)
+    return target_picker(f"{prefix}-target"), draft_picker(f"{prefix}-draft")
+
+
 def sidebar_device() -> None:
     device = pick_device("auto")
     name = torch.cuda.get_device_name(0) if device.type == "cuda" else device.type.upper()
