@@ -4,7 +4,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from specviz import distill, ui
+from specviz import ui
+from specviz.training import distill
 from specviz.config import Decoding
 from specviz.models import cache_dir, draft_folders, user_drafts_dir
 

@@ -95,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--limit", type=_at_least(0), default=0, help="use only the first N prompts (0 = all)")
     bench.add_argument("--compare-hf", action="store_true",
                        help="also time transformers' generate with the same drafter and γ (assisted / prompt lookup)")
-    from . import distill
+    from .training import distill
 
     distill.add_arguments(sub.add_parser("distill", help="distil a tiny draft from the target and save it"))
     return parser
@@ -324,7 +324,7 @@ def print_summary(rows: list[dict]) -> None:
 
 
 def cmd_distill(args) -> int:
-    from . import distill
+    from .training import distill
 
     return distill.run(args)
 

@@ -45,14 +45,26 @@ def encode_prompt(target: LoadedModel, prompt: str, settings: Decoding) -> list[
     return encode(target.tokenizer, prompt, settings.chat, max_tokens=room)
 
 
-def target_logits(target: LoadedModel, forward_input: torch.Tensor, cache: DynamicCache) -> LazyLogits:
-    """One target forward over [last committed token, drafts], extending the cache; the head runs lazily."""
+def target_forward(target: LoadedModel, forward_input: torch.Tensor, cache: DynamicCache,
+                   head: bool = True) -> tuple[torch.Tensor, LazyLogits | None]:
+    """One target forward extending the cache: its final hidden states [n, H] and (lazily) its logits.
+
+    The hidden states are what feature-level drafters (heads) read; the output head runs lazily, and
+    not at all with head=False (the prefill, whose logits nobody reads).
+    """
     model, vocab = target.model, target.vocab_size
     if model.config.model_type in PLAIN_HEAD_MODELS:
         hidden = model.base_model(forward_input, past_key_values=cache, use_cache=True).last_hidden_state[0]
-        head = model.get_output_embeddings()
-        return LazyLogits(forward_input.shape[1], lambda a, b: head(hidden[a:b])[:, :vocab])
-    return LazyLogits.ready(model(forward_input, past_key_values=cache, use_cache=True).logits[0, :, :vocab])
+        out = model.get_output_embeddings()
+        return hidden, LazyLogits(forward_input.shape[1], lambda a, b: out(hidden[a:b])[:, :vocab]) if head else None
+    outputs = model(forward_input, past_key_values=cache, use_cache=True, output_hidden_states=True,
+                    **({} if head else {"logits_to_keep": 1}))
+    return outputs.hidden_states[-1][0], LazyLogits.ready(outputs.logits[0, :, :vocab]) if head else None
+
+
+def target_logits(target: LoadedModel, forward_input: torch.Tensor, cache: DynamicCache) -> LazyLogits:
+    """One target forward over [last committed token, drafts], extending the cache; the head runs lazily."""
+    return target_forward(target, forward_input, cache)[1]
 
 
 @torch.inference_mode()
@@ -80,9 +92,10 @@ def generate(
     # Prefill. Invariant: the target cache holds every committed token but the last, which each
     # round feeds again in front of the drafts (its logits predict the first draft).
     cache = DynamicCache(config=target.model.config)
+    hidden = ids.new_empty(0, target.model.config.hidden_size, dtype=target.dtype)
     if len(prompt_ids) > 1:
-        target.model(ids[:, :-1], past_key_values=cache, use_cache=True, logits_to_keep=1)
-    drafter.start(ids, settings)
+        hidden, _ = target_forward(target, ids[:, :-1], cache, head=False)
+    drafter.start(ids, settings, hidden)
     prefill_seconds = clock() - start
 
     rounds: list[Round] = []
@@ -96,13 +109,14 @@ def generate(
         t1 = clock()
         # 2. Verify: one target forward over [last committed token, d_1 .. d_k] gives p at k+1 positions.
         forward_input = torch.cat([ids[:, -1:], proposal.ids.view(1, -1)], dim=1)
-        logits = target_logits(target, forward_input, cache)
+        hidden, logits = target_forward(target, forward_input, cache)
         verdict = verify(logits, proposal.ids, proposal.probs, settings.sampling, settings.verification, generator)
         # 3. Roll back. The cache held every committed token but the last and was fed k+1 more: it now
-        #    holds all committed tokens and the k drafts. Drop the k - n_accepted rejected drafts.
+        #    holds all committed tokens and the k drafts. Drop the k - n_accepted rejected drafts. The
+        #    drafter gets the forward's hidden states too (a head reads those of the tokens it keeps).
         drop_last(cache, proposal.ids.shape[0] - verdict.n_accepted)
         t2 = clock()
-        drafter.feedback(verdict.n_accepted, proposal.ids.shape[0])
+        drafter.feedback(verdict.n_accepted, proposal.ids.shape[0], hidden)
         t3 = clock()
         # 4. Commit the accepted drafts and the next token, stopping at EOS and max-new-tokens.
         emitted = proposal.ids[: verdict.n_accepted].tolist() + [verdict.next_token]

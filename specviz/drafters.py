@@ -3,14 +3,19 @@
 A drafter is made fresh for each run and owns its per-run state (a KV cache, an n-gram index,
 the adaptive γ), so the models it reads from can be shared by every session and never change.
 
-    drafter.start(prompt_ids, settings)      once, before the first round
-    drafter.propose(context, k, ...)         up to k token ids and q at each (None = one-hot)
-    drafter.feedback(n_accepted, n_drafted)  roll own state back to the accepted prefix, adapt γ
+    drafter.start(prompt_ids, settings, hidden)      once, before the first round
+    drafter.propose(context, k, ...)                 up to k token ids and q at each (None = one-hot)
+    drafter.feedback(n_accepted, n_drafted, hidden)  roll own state back to the accepted prefix, adapt γ
+
+`hidden` is what the target's forward computed: its final hidden state at every position it just
+read (the prompt but its last token at the start; the last committed token and the k drafts after
+a verification). Most drafters ignore it; a feature-level head (specviz.heads) drafts from it.
 """
 
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Callable
 
@@ -19,7 +24,8 @@ from transformers import DynamicCache
 
 from .config import MAX_GAMMA, Decoding, Sampling
 from .errors import ConfigError
-from .models import LoadedModel, load_model, shared_vocab
+from .heads import KVCache, is_head, load_head
+from .models import LoadedModel, draft_folders, load_model, shared_vocab
 from .verify import choose, distribution
 
 
@@ -45,14 +51,14 @@ class Drafter:
         self.gamma = 1
         self.adaptive = False
 
-    def start(self, prompt_ids: torch.Tensor, settings: Decoding) -> None:
+    def start(self, prompt_ids: torch.Tensor, settings: Decoding, hidden: torch.Tensor | None = None) -> None:
         self.gamma = settings.gamma
         self.adaptive = settings.adaptive
 
     def propose(self, context: torch.Tensor, k: int, sampling: Sampling, generator) -> Proposal:
         raise NotImplementedError
 
-    def feedback(self, n_accepted: int, n_drafted: int) -> None:
+    def feedback(self, n_accepted: int, n_drafted: int, hidden: torch.Tensor | None = None) -> None:
         """Adaptive γ, the well-known schedule: +2 after a fully accepted round, -1 otherwise."""
         if self.adaptive and n_drafted:
             if n_accepted == n_drafted:
@@ -83,7 +89,7 @@ class ModelDrafter(Drafter):
         self.seen = 0  # context positions whose keys/values are in self.cache
         self.context_len = 0  # committed tokens when the last proposal was made
 
-    def start(self, prompt_ids, settings):
+    def start(self, prompt_ids, settings, hidden=None):
         super().start(prompt_ids, settings)
         self.cache = DynamicCache(config=self.model.config)
         self.seen = 0
@@ -108,7 +114,7 @@ class ModelDrafter(Drafter):
         self.seen = self.context_len + k - 1
         return Proposal(torch.stack(ids), torch.stack(probs))
 
-    def feedback(self, n_accepted, n_drafted):
+    def feedback(self, n_accepted, n_drafted, hidden=None):
         super().feedback(n_accepted, n_drafted)
         if n_drafted == 0:
             return
@@ -139,7 +145,7 @@ class NgramDrafter(Drafter):
         self.tokens: list[int] = []
         self.latest: dict[tuple[int, ...], int] = {}  # n-gram -> start of its latest continuation
 
-    def start(self, prompt_ids, settings):
+    def start(self, prompt_ids, settings, hidden=None):
         super().start(prompt_ids, settings)
         self.tokens, self.latest = [], {}
 
@@ -161,6 +167,95 @@ class NgramDrafter(Drafter):
                     found = self.tokens[start : start + (k if n > self.min_ngram else min(k, self.weak_match_tokens))]
                     break
         return Proposal(torch.tensor(found, dtype=torch.long, device=context.device), None)
+
+
+class HeadDrafter(Drafter):
+    """A feature-level draft head (specviz.heads) over the target's own hidden states.
+
+    The head reads pairs (f_j, e(x_{j+1})): the target's feature at position j and the token after
+    it. Before a round it reads every pair it has not read yet, all with the target's true features
+    (the prompt's from the prefill, then those of each round's kept tokens from verification); its
+    last output predicts f at the last committed position, whose output head gives q for d_1. Each
+    further draft reads (its own predicted feature, the token it drafted).
+    """
+
+    kind = "head"
+
+    def __init__(self, name: str, head, vocab_ids: torch.Tensor, embedding: torch.Tensor, output: torch.Tensor,
+                 vocab_size: int):
+        super().__init__(name)
+        self.head = head
+        self.vocab_ids = vocab_ids  # [N] target ids of the draft vocabulary
+        self.embedding = embedding  # the target's input embedding, shared and read-only
+        self.rows = output.index_select(0, vocab_ids)  # [N, H] the target's output head on the draft vocabulary
+        self.vocab_size = vocab_size
+        self.cache = None
+        self.read = 0  # pairs read with the target's true features
+        self.true_length = 0  # the head's cache length after reading them
+        self.pending = embedding.new_empty(0, embedding.shape[1])  # true features of pairs not read yet
+
+    def start(self, prompt_ids, settings, hidden=None):
+        super().start(prompt_ids, settings)
+        self.cache, self.read, self.true_length, self.feature = KVCache(), 0, 0, None
+        self.pending = hidden if hidden is not None else self.pending[:0]
+
+    def propose(self, context, k, sampling, generator) -> Proposal:
+        # Read the pairs (f_j, e(x_{j+1})) for j = read .. L-2: one forward over all of them.
+        new_tokens = context[0, self.read + 1 :]
+        if new_tokens.shape[0] != self.pending.shape[0]:
+            raise RuntimeError(f"head drafter out of step: {new_tokens.shape[0]} tokens, {self.pending.shape[0]} features")
+        if new_tokens.shape[0]:
+            self.feature = self.head.step(self.embedding[new_tokens], self.pending, self.cache)[-1]
+            self.read, self.pending = context.shape[1] - 1, self.pending[:0]
+        self.true_length = self.cache.length
+        if k == 0 or self.cache.length == 0:  # a one-token prompt: no feature to draft from yet
+            return Proposal(context.new_empty(0), None)
+        ids, probs = [], []
+        feature = self.feature
+        for i in range(k):
+            q = distribution(self.rows @ feature, sampling)  # q over the draft vocabulary
+            choice = choose(q, sampling, generator)
+            token = self.vocab_ids[choice]
+            ids.append(token)
+            probs.append(q)
+            if i < k - 1:  # the next draft reads (predicted feature, drafted token)
+                feature = self.head.step(self.embedding[token].view(1, -1), feature.view(1, -1), self.cache)[0]
+        full = torch.zeros(k, self.vocab_size, dtype=probs[0].dtype, device=context.device)
+        full[:, self.vocab_ids] = torch.stack(probs)  # q is 0 outside the draft vocabulary
+        return Proposal(torch.stack(ids), full)
+
+    def feedback(self, n_accepted, n_drafted, hidden=None):
+        super().feedback(n_accepted, n_drafted)
+        # Drop every pair read while drafting: they carried the head's predicted features. The
+        # target's true features for the last committed token and the kept drafts (n_accepted + 1
+        # rows of this verification) are read before the next round instead.
+        self.cache.truncate(self.true_length)
+        if hidden is not None:
+            self.pending = torch.cat([self.pending, hidden[: n_accepted + 1].to(self.pending.dtype)])
+
+
+class HybridDrafter(Drafter):
+    """n-gram lookup when the context has a match, the head otherwise: copying is free, the head guesses."""
+
+    kind = "hybrid"
+
+    def __init__(self, name: str, ngram: NgramDrafter, head: HeadDrafter):
+        super().__init__(name)
+        self.ngram, self.head = ngram, head
+
+    def start(self, prompt_ids, settings, hidden=None):
+        super().start(prompt_ids, settings)
+        self.ngram.start(prompt_ids, settings)
+        self.head.start(prompt_ids, settings, hidden)
+
+    def propose(self, context, k, sampling, generator) -> Proposal:
+        proposal = self.ngram.propose(context, k, sampling, generator)
+        # In an n-gram round the head reads nothing: the true features wait for its next proposal.
+        return proposal if proposal.ids.shape[0] else self.head.propose(context, k, sampling, generator)
+
+    def feedback(self, n_accepted, n_drafted, hidden=None):
+        super().feedback(n_accepted, n_drafted)
+        self.head.feedback(n_accepted, n_drafted, hidden)
 
 
 def layer_skip_view(model: torch.nn.Module, n_layers: int) -> torch.nn.Module:
@@ -215,6 +310,31 @@ def _layerskip_drafter(arg: str, target: LoadedModel, load) -> Drafter:
     return ModelDrafter(f"layerskip:{n_layers}", layer_skip_view(target.model, n_layers), target.vocab_size)
 
 
+def _head_drafter(arg: str, target: LoadedModel, load) -> Drafter:
+    folder = head_folder(arg)
+    if folder is None:
+        raise ConfigError(f"no draft head named {arg!r}; `python -m specviz models` lists the heads here")
+    head, info = load_head(folder, target.model, target.name)
+    embedding = target.model.get_input_embeddings().weight
+    vocab = torch.tensor(info.vocab, device=embedding.device)
+    return HeadDrafter(folder.name, head, vocab, embedding, target.model.get_output_embeddings().weight,
+                       target.vocab_size)
+
+
+def _hybrid_drafter(arg: str, target: LoadedModel, load) -> Drafter:
+    head = _head_drafter(arg, target, load)
+    return HybridDrafter(f"ngram+{head.name}", _ngram_drafter("", target, load), head)
+
+
+def head_folder(name: str):
+    """The folder of a draft head called `name` (shipped or trained here), or a folder path that holds one."""
+    for _, folder in draft_folders():
+        if folder.name == name and is_head(folder):
+            return folder
+    path = Path(name).expanduser()
+    return path if name and is_head(path) else None
+
+
 def _target_drafter(arg: str, target: LoadedModel, load) -> Drafter:
     return ModelDrafter("target", target.model, target.vocab_size)
 
@@ -230,6 +350,8 @@ DRAFTERS: dict[str, Callable[[str, LoadedModel, Loader], Drafter]] = {
     "ngram": _ngram_drafter,  # prompt lookup, one-hot q
     "layerskip": _layerskip_drafter,  # layerskip:K, the target's first K layers
     "target": _target_drafter,  # the target drafting for itself: α = 1 at full cost
+    "head": _head_drafter,  # head:NAME, or just NAME: a feature-level head over the target's hidden states
+    "ngram+head": _hybrid_drafter,  # ngram+head:NAME (or ngram+NAME): n-gram when it matches, the head otherwise
 }
 
 
@@ -241,4 +363,8 @@ def build_drafter(spec: str, target: LoadedModel, load: Loader = load_model) -> 
     kind, _, arg = spec.partition(":")
     if kind in DRAFTERS and kind != "model":
         return DRAFTERS[kind](arg, target, load)
+    if spec.startswith("ngram+") and head_folder(spec[len("ngram+"):]):
+        return _hybrid_drafter(spec[len("ngram+"):], target, load)
+    if head_folder(spec):
+        return _head_drafter(spec, target, load)
     return _model_drafter(arg if kind == "model" else spec, target, load)

@@ -58,11 +58,12 @@ def user_drafts_dir() -> Path:
 
 
 def draft_folders() -> list[tuple[str, Path]]:
-    """(kind, folder) of every named draft: shipped with SpecViz first, then distilled here."""
+    """(kind, folder) of every named draft (a model or a head): shipped with SpecViz first, then trained here."""
     found = []
     for kind, root in (("shipped draft", SHIPPED_DRAFTS), ("distilled here", user_drafts_dir())):
         if root.is_dir():
-            found += [(kind, f) for f in sorted(root.iterdir()) if (f / "config.json").is_file()]
+            found += [(kind, f) for f in sorted(root.iterdir())
+                      if (f / "config.json").is_file() or (f / "head.json").is_file()]
     return found
 
 
@@ -313,8 +314,8 @@ def available_models() -> list[dict]:
     for kind, folder in draft_folders():
         rows.append({
             "name": folder.name,
-            "aliases": [],
-            "kind": kind,
+            "aliases": [f"ngram+{folder.name}"] if (folder / "head.json").is_file() else [],
+            "kind": kind.replace("draft", "head") if (folder / "head.json").is_file() else kind,
             "title": folder.name,
             "parameters": _count_params(folder),
             "path": str(folder),

@@ -21,6 +21,7 @@ from . import measure
 from .config import Decoding, Sampling, Verification  # noqa: F401 — Decoding is re-exported for pages
 from .drafters import build_drafter
 from .errors import OUT_OF_MEMORY, SpecVizError
+from .heads import is_head
 from .models import DEFAULT_TARGET, draft_folders, load_model, pick_device
 from .prompts import CATEGORIES, check_prompt, load_prompt_set
 from .records import Comparison, load_comparisons, loads
@@ -90,7 +91,9 @@ def get_target(name: str, device: str = "auto", dtype: str = "auto"):
 def draft_options() -> list[str]:
     """What the draft pickers offer out of the box: shipped drafts, model-free and self drafts."""
     # ngram first: on this CPU it is the only drafter that pays off out of the box (see README, Performance).
-    return ["ngram"] + [folder.name for _, folder in draft_folders()] + ["layerskip:4", "layerskip:8", "layerskip:15", "target"]
+    heads = [folder.name for _, folder in draft_folders() if is_head(folder)]
+    models = [folder.name for _, folder in draft_folders() if not is_head(folder)]
+    return ["ngram"] + [f"ngram+{h}" for h in heads] + heads + models + ["layerskip:4", "layerskip:8", "layerskip:15", "target"]
 
 
 def target_options() -> list[str]:

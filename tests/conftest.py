@@ -95,10 +95,15 @@ def load(tiny_models):
 
 
 @pytest.fixture(scope="session")
-def make_drafter(target, load):
-    """make_drafter(spec) -> a fresh drafter for the tiny target, as the app would build it."""
+def make_drafter(target, load, request):
+    """make_drafter(spec) -> a fresh drafter for the tiny target, as the app would build it.
+
+    "tiny-head" names the draft head trained for the tiny target (built on first use)."""
 
     def make(spec: str):
+        if "tiny-head" in spec:
+            spec = spec.replace("tiny-head", f"head:{request.getfixturevalue('tiny_head_dir')}")
+            spec = spec.replace("ngram+head:", "ngram+head:")
         return build_drafter(spec, target, load=load)
 
     return make
@@ -131,3 +136,34 @@ def eos_case(target_model, draft_model):
 
 
 # --- statistics ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def tiny_head_dir(target, tmp_path_factory):
+    """A draft head for the tiny target, trained here in seconds on the target's own greedy text."""
+    from collections import Counter
+
+    from specviz.heads import save_head
+    from specviz.training.features import Features, hidden_states
+    from specviz.training.head import HeadConfig, HeadData, draft_vocabulary, info_for, train
+    from specviz.training.texts import Text
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    generator = torch.Generator().manual_seed(0)
+    texts = []
+    for _ in range(48):
+        prompt = torch.randint(2, VOCAB, (3,), generator=generator).tolist()
+        run = generate(target, None, " ".join(WORDS[i] for i in prompt), Decoding(max_new_tokens=24))
+        texts.append(Text("tiny", run.prompt_ids + run.output_ids, len(run.prompt_ids)))
+    feats = hidden_states(target, texts)
+    data = HeadData(Features([torch.tensor(t.ids) for t in texts], feats, [t.answer_from for t in texts],
+                             ["tiny"] * len(texts)), Counter(), {"trained_positions": sum(len(t.ids) for t in texts)})
+    work = tmp_path_factory.mktemp("head")
+    cfg = HeadConfig(name="tiny-head", steps=150, batch_size=8, seq_len=64, lr=3e-3, warmup=10, work=str(work),
+                     out=str(work / "tiny-head"))
+    vocab = draft_vocabulary(target, data, 64)
+    training = train(cfg, target, data, vocab, progress=False)
+    save_head(training.model, info_for(cfg, target, vocab, data, training), cfg.out_dir)
+    torch.set_num_threads(before)
+    return cfg.out_dir

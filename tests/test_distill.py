@@ -16,10 +16,10 @@ import json
 import pytest
 import torch
 
-import specviz.distill as distill
+import specviz.training.distill as distill
 from specviz.config import Decoding
 from specviz.decode import generate
-from specviz.distill import DistillConfig, generate_data, new_draft, save_draft, train
+from specviz.training.distill import DistillConfig, generate_data, new_draft, save_draft, train
 from specviz.drafters import ModelDrafter, build_drafter
 from specviz.models import SHIPPED_DRAFTS, load_model
 from specviz.prompts import load_prompt_set
@@ -123,20 +123,15 @@ def test_saved_draft_loads_in_fp32_and_drafts_losslessly_better_than_untrained(t
     assert distilled > before + 0.2, (distilled, before)
 
 
-def test_resume_continues_from_the_checkpoint(target, data, trained, tmp_path, monkeypatch):
+def test_resume_continues_from_the_checkpoint(target, data, trained, tmp_path):
     _, full = trained
     cfg = config(tmp_path)  # the same run in another work folder, stopped after the checkpoint at step 8
-    real = distill.learning_rate
-
-    def stop_at_step_10(step, c):
-        if step == 10:
+    def stop_at_step_10(row):
+        if row["step"] == 9:  # interrupted during step 10, after the checkpoint written at step 8
             raise KeyboardInterrupt
-        return real(step, c)
 
-    monkeypatch.setattr(distill, "learning_rate", stop_at_step_10)
     with pytest.raises(KeyboardInterrupt):
-        train(cfg, target, data, progress=False)
-    monkeypatch.setattr(distill, "learning_rate", real)
+        train(cfg, target, data, progress=False, on_step=stop_at_step_10)
     resumed = train(DistillConfig(**{**cfg.__dict__, "resume": True}), target, data, progress=False)
     assert [row["step"] for row in resumed.log] == list(range(cfg.steps))  # steps 8 and 9 redone once, none twice
     assert resumed.log[8]["loss"] == pytest.approx(full.log[8]["loss"], rel=1e-5)

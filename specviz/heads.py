@@ -1,0 +1,239 @@
+"""Feature-level draft heads (EAGLE-style): a small network over the target's own hidden state.
+
+A standalone tiny draft must guess the next token from the tokens alone. A head reads what the
+target already computed: its final hidden state f_t (the vector the target's output head turns
+into p), and the embedding of the token x_{t+1} that followed. From the pair (f_t, e(x_{t+1})) it
+predicts f_{t+1}, and the target's own output head applied to that prediction gives q for x_{t+2}.
+To draft further it feeds its predicted feature back in with the token it drafted.
+
+The network (EAGLE-1's shape): both inputs RMS-normalised, concatenated and projected to the
+hidden size, one pre-norm decoder layer (grouped-query attention with RoPE and a SiLU-gated MLP,
+the target's own layer shape), and a final norm. q is scored on a reduced draft vocabulary: the
+rows of the target's tied embedding for the N tokens it writes most, mapped back to target ids, so
+the head stores no embedding of its own and a draft step costs a small fraction of a target step.
+
+A head is a folder: head.json (shape, draft vocabulary, the target it reads) and
+head.safetensors (its weights). `load_head` attaches it to a loaded target.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .errors import ConfigError
+
+HEAD_CONFIG, HEAD_WEIGHTS = "head.json", "head.safetensors"
+
+
+@dataclass(frozen=True)
+class HeadShape:
+    hidden: int  # the target's hidden size: features, embeddings and the head's residual stream
+    heads: int  # attention heads (the target's count)
+    kv_heads: int  # key/value heads (grouped-query attention, as the target)
+    intermediate: int  # MLP width (the target's)
+    rope_theta: float  # RoPE base (the target's)
+    eps: float  # RMSNorm epsilon (the target's)
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    @classmethod
+    def of_target(cls, config) -> HeadShape:
+        rope = getattr(config, "rope_parameters", None) or {}
+        return cls(
+            hidden=config.hidden_size,
+            heads=config.num_attention_heads,
+            kv_heads=getattr(config, "num_key_value_heads", None) or config.num_attention_heads,
+            intermediate=config.intermediate_size,
+            rope_theta=float(rope.get("rope_theta", getattr(config, "rope_theta", 10000.0))),
+            eps=float(getattr(config, "rms_norm_eps", 1e-5)),
+        )
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, size: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(size))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()
+        return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype) * self.weight
+
+
+def rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
+    """Rotary position embedding (the half-split form Llama uses) of x [..., L, D] at `positions` [L]."""
+    d = x.shape[-1]
+    inv = 1.0 / theta ** (torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d)
+    angles = positions.to(torch.float32)[:, None] * inv[None, :]
+    cos, sin = angles.cos().repeat(1, 2).to(x.dtype), angles.sin().repeat(1, 2).to(x.dtype)
+    half = torch.cat([-x[..., d // 2 :], x[..., : d // 2]], dim=-1)
+    return x * cos + half * sin
+
+
+class KVCache:
+    """The head's keys and values for the pairs it has read, with a length that rolls back."""
+
+    def __init__(self):
+        self.k = self.v = None  # [kv_heads, capacity, head_dim]
+        self.length = 0
+
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        n = k.shape[1]
+        if self.k is None or self.length + n > self.k.shape[1]:
+            capacity = max(256, 2 * (self.length + n))
+            grown_k = k.new_empty(k.shape[0], capacity, k.shape[2])
+            grown_v = v.new_empty(v.shape[0], capacity, v.shape[2])
+            if self.k is not None:
+                grown_k[:, : self.length] = self.k[:, : self.length]
+                grown_v[:, : self.length] = self.v[:, : self.length]
+            self.k, self.v = grown_k, grown_v
+        self.k[:, self.length : self.length + n] = k
+        self.v[:, self.length : self.length + n] = v
+        self.length += n
+        return self.k[:, : self.length], self.v[:, : self.length]
+
+    def truncate(self, length: int) -> None:
+        self.length = min(self.length, length)
+
+
+class DraftHead(nn.Module):
+    """fc([norm(e), norm(f)]) -> one decoder layer -> norm: the predicted next feature."""
+
+    def __init__(self, shape: HeadShape):
+        super().__init__()
+        h, d = shape.hidden, shape.head_dim
+        self.shape = shape
+        self.norm_embedding = RMSNorm(h, shape.eps)
+        self.norm_feature = RMSNorm(h, shape.eps)
+        self.fc = nn.Linear(2 * h, h, bias=True)
+        self.attn_norm = RMSNorm(h, shape.eps)
+        self.q = nn.Linear(h, shape.heads * d, bias=False)
+        self.k = nn.Linear(h, shape.kv_heads * d, bias=False)
+        self.v = nn.Linear(h, shape.kv_heads * d, bias=False)
+        self.o = nn.Linear(shape.heads * d, h, bias=False)
+        self.mlp_norm = RMSNorm(h, shape.eps)
+        self.gate = nn.Linear(h, shape.intermediate, bias=False)
+        self.up = nn.Linear(h, shape.intermediate, bias=False)
+        self.down = nn.Linear(shape.intermediate, h, bias=False)
+        self.out_norm = RMSNorm(h, shape.eps)
+
+    # --- pieces shared by drafting and training ---------------------------------------------
+    def inputs(self, embeddings: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.cat([self.norm_embedding(embeddings), self.norm_feature(features)], dim=-1))
+
+    def qkv(self, x: torch.Tensor, positions: torch.Tensor):
+        """Queries [.., heads, L, d], keys and values [.., kv_heads, L, d] of x [.., L, H], RoPE applied."""
+        s, lead = self.shape, x.shape[:-2]
+        length = x.shape[-2]
+        y = self.attn_norm(x)
+        q = self.q(y).view(*lead, length, s.heads, s.head_dim).transpose(-2, -3)
+        k = self.k(y).view(*lead, length, s.kv_heads, s.head_dim).transpose(-2, -3)
+        v = self.v(y).view(*lead, length, s.kv_heads, s.head_dim).transpose(-2, -3)
+        return rope(q, positions, s.rope_theta), rope(k, positions, s.rope_theta), v
+
+    def finish(self, x: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
+        """Residual after attention (attended: [.., heads, L, d]), then the MLP and the final norm."""
+        lead, length = attended.shape[:-3], attended.shape[-2]
+        x = x + self.o(attended.transpose(-2, -3).reshape(*lead, length, -1))
+        y = self.mlp_norm(x)
+        x = x + self.down(F.silu(self.gate(y)) * self.up(y))
+        return self.out_norm(x)
+
+    # --- drafting: one or more new pairs against a cache ------------------------------------
+    def step(self, embeddings: torch.Tensor, features: torch.Tensor, cache: KVCache) -> torch.Tensor:
+        """Read n new pairs ([n, H] each) after the cached ones; the predicted next features [n, H]."""
+        n = embeddings.shape[0]
+        positions = torch.arange(cache.length, cache.length + n, device=embeddings.device)
+        x = self.inputs(embeddings, features)
+        q, k, v = self.qkv(x, positions)
+        keys, values = cache.append(k, v)
+        attended = F.scaled_dot_product_attention(
+            q, keys, values, attn_mask=_causal_tail(n, keys.shape[1], q.device), enable_gqa=True)
+        return self.finish(x, attended)
+
+
+def _causal_tail(n: int, total: int, device) -> torch.Tensor | None:
+    """Mask for n new queries at the end of `total` keys: each sees the cache and the new ones up to itself."""
+    if n == 1:
+        return None
+    rows = torch.arange(total - n, total, device=device)[:, None]
+    return torch.arange(total, device=device)[None, :] <= rows
+
+
+# --- a head on disk ---------------------------------------------------------------------------
+@dataclass
+class HeadInfo:
+    """head.json: what a head is and which target it reads."""
+
+    shape: HeadShape
+    vocab: list[int]  # target token ids of the draft vocabulary, most frequent first
+    target: str  # the target's name when it was trained
+    target_layers: int  # the target's layer count and vocabulary: a head reads one target only
+    target_vocab: int
+    embedding_check: float  # sum of the target's embedding rows for the first 64 draft tokens
+    trained: dict  # how it was made (for the model card and `specviz models`)
+
+    def to_json(self) -> str:
+        return json.dumps({**asdict(self), "shape": asdict(self.shape)}, indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> HeadInfo:
+        raw = json.loads(text)
+        return cls(**{**raw, "shape": HeadShape(**raw["shape"])})
+
+
+def is_head(folder: Path) -> bool:
+    return (Path(folder) / HEAD_CONFIG).is_file()
+
+
+def embedding_check(embedding: torch.Tensor, vocab: list[int]) -> float:
+    return float(embedding[torch.tensor(vocab[:64])].double().sum())
+
+
+def save_head(head: DraftHead, info: HeadInfo, folder: Path) -> Path:
+    """head.json and fp16 head.safetensors in `folder`."""
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    weights = {k: v.detach().to("cpu", torch.float16).contiguous() for k, v in head.state_dict().items()}
+    save_file(weights, str(folder / HEAD_WEIGHTS))
+    (folder / HEAD_CONFIG).write_text(info.to_json(), encoding="utf-8")
+    return folder
+
+
+def read_info(folder: Path) -> HeadInfo:
+    try:
+        return HeadInfo.from_json((Path(folder) / HEAD_CONFIG).read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise ConfigError(f"the head in {folder} has a damaged {HEAD_CONFIG} ({exc}); train or copy it again") from exc
+
+
+def load_head(folder: Path, target_model: torch.nn.Module, target_name: str) -> tuple[DraftHead, HeadInfo]:
+    """The head in `folder`, on the target's device and dtype, after checking it was trained on this target."""
+    from safetensors.torch import load_file
+
+    info = read_info(folder)
+    config = target_model.config
+    embedding = target_model.get_input_embeddings().weight
+    if (info.shape.hidden != config.hidden_size or info.target_layers != config.num_hidden_layers
+            or info.target_vocab != embedding.shape[0]
+            or abs(embedding_check(embedding.float(), info.vocab) - info.embedding_check) > 1e-2 * (1 + abs(info.embedding_check))):
+        raise ConfigError(f"the head {Path(folder).name} was trained on {info.target} and reads only its hidden "
+                          f"states; {target_name} is a different model. Pick a head trained on {target_name}, or "
+                          "ngram / layerskip:K")
+    head = DraftHead(info.shape)
+    try:
+        head.load_state_dict({k: v.float() for k, v in load_file(str(Path(folder) / HEAD_WEIGHTS)).items()})
+    except Exception as exc:  # noqa: BLE001 — any unreadable file is one message
+        raise ConfigError(f"the weights of the head {Path(folder).name} cannot be read ({exc}); train or copy it again") from exc
+    head.to(device=embedding.device, dtype=embedding.dtype).eval().requires_grad_(False)
+    return head, info

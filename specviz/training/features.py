@@ -1,0 +1,106 @@
+"""Step 3: one teacher-forced target forward over each text keeps the target's hidden state per position.
+
+A draft head reads the target's final hidden state f_t (what the target's own output head turns
+into p) and predicts the next one. Reading a text costs one batched forward, so a few hundred
+thousand positions take minutes on a CPU. The target's p at every position is its head applied
+to f, so no logits are stored: training recomputes p from f exactly.
+
+Shards of texts are written one at a time (safetensors, fp16 features), named by source and index,
+so an interrupted capture resumes at the first missing shard.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..models import LoadedModel
+from . import store
+from .answers import fast_autocast
+from .texts import Text
+
+SHARD_TEXTS = 64  # texts per shard: a few MB each, so an interruption loses little
+
+
+@dataclass
+class Features:
+    """Every captured text: its tokens, the target's features at each position, where training starts."""
+
+    tokens: list[torch.Tensor]  # [n_i] int64
+    features: list[torch.Tensor]  # [n_i, H] fp16
+    answer_from: list[int]
+    sources: list[str]
+
+    @property
+    def positions(self) -> int:
+        return sum(len(t) for t in self.tokens)
+
+    @property
+    def trained_positions(self) -> int:
+        return sum(max(0, len(t) - a) for t, a in zip(self.tokens, self.answer_from))
+
+
+@torch.inference_mode()
+def hidden_states(target: LoadedModel, texts: list[Text], fast: bool = False) -> list[torch.Tensor]:
+    """The target's final hidden state at every position of each text (right-padded batch, causal)."""
+    width = max(len(t.ids) for t in texts)
+    pad = target.tokenizer.pad_token_id or 0
+    ids = torch.tensor([t.ids + [pad] * (width - len(t.ids)) for t in texts], device=target.device)
+    with fast_autocast(target.device, fast):
+        hidden = target.model.base_model(ids).last_hidden_state.float()
+    return [hidden[i, : len(t.ids)].half().cpu() for i, t in enumerate(texts)]
+
+
+def capture(target: LoadedModel, texts: list[Text], folder: Path, batch: int = 16, fast: bool = False,
+            progress: bool = True, say=lambda m: print(m, file=sys.stderr)) -> dict:
+    """Capture features for `texts` into `folder` (resuming), and return the manifest."""
+    from tqdm import tqdm
+
+    folder.mkdir(parents=True, exist_ok=True)
+    manifest = store.load_json(folder / "manifest.json", {"shards": {}, "seconds": 0.0})
+    shards = [texts[i : i + SHARD_TEXTS] for i in range(0, len(texts), SHARD_TEXTS)]
+    names = [f"{chunk[0].source}-{i:05d}.safetensors" for i, chunk in enumerate(shards)]
+    todo = [(n, c) for n, c in zip(names, shards) if n not in manifest["shards"] or not (folder / n).is_file()]
+    positions = sum(len(t.ids) for _, chunk in todo for t in chunk)
+    hidden = target.model.config.hidden_size
+    say(f"features: {len(todo)} of {len(shards)} shards to capture, {positions:,} positions, "
+        f"about {positions * (2 * hidden + 8) / 1e6:.0f} MB on disk")
+    bar = tqdm(total=positions, desc="target features", unit="pos", file=sys.stderr, disable=not progress)
+    for name, chunk in todo:
+        t0 = time.perf_counter()
+        chunk = sorted(chunk, key=lambda t: len(t.ids))  # similar lengths share a batch: less padding
+        feats = []
+        for start in range(0, len(chunk), batch):
+            feats += hidden_states(target, chunk[start : start + batch], fast)
+            bar.update(sum(len(t.ids) for t in chunk[start : start + batch]))
+        seconds = time.perf_counter() - t0
+        tokens, offsets = store.pack([torch.tensor(t.ids, dtype=torch.int32) for t in chunk])
+        flat, _ = store.pack(feats)
+        store.save(folder / name, {"tokens": tokens, "offsets": offsets, "features": flat,
+                                   "answer_from": torch.tensor([t.answer_from for t in chunk])},
+                   {"source": chunk[0].source})
+        manifest["shards"][name] = {"source": chunk[0].source, "texts": len(chunk), "seconds": round(seconds, 2),
+                                    "positions": sum(len(t.ids) for t in chunk)}
+        manifest["seconds"] = round(sum(s["seconds"] for s in manifest["shards"].values()), 2)
+        if bar.n and bar.format_dict.get("rate"):
+            bar.set_postfix(eta_min=f"{(bar.total - bar.n) / bar.format_dict['rate'] / 60:.1f}")
+        store.save_json(folder / "manifest.json", manifest)
+    bar.close()
+    return manifest
+
+
+def load_features(folder: Path, names: list[str] | None = None) -> Features:
+    """The shards listed in the manifest (or the named ones), in one object."""
+    manifest = store.load_json(Path(folder) / "manifest.json", {"shards": {}})
+    out = Features([], [], [], [])
+    for name in names or sorted(manifest["shards"]):
+        tensors, meta = store.load(Path(folder) / name)
+        out.tokens += [t.long() for t in store.unpack(tensors["tokens"], tensors["offsets"])]
+        out.features += store.unpack(tensors["features"], tensors["offsets"])
+        out.answer_from += tensors["answer_from"].tolist()
+        out.sources += [meta.get("source", "")] * len(tensors["answer_from"])
+    return out

@@ -1,0 +1,422 @@
+"""Training a feature-level draft head (specviz.heads) on the target's captured features.
+
+Data: the target's answers to the TRAIN prompts (greedy and sampled), optionally prompts it wrote
+for itself, and local documents it reads (texts.py); one teacher-forced forward captures its
+feature f at every position (features.py). The draft vocabulary is the N tokens the target writes
+most (its answers, and its greedy choice at every captured position).
+
+Loss, per pair j = (f_j, e(x_{j+1})) whose next token is part of an answer:
+- soft cross-entropy of q to the target's p at x_{j+2}, both on the draft vocabulary. p is the
+  target's own output head applied to f_{j+1}, so it is recomputed exactly from the features;
+- feature regression: smooth L1 between the predicted and the true f_{j+1};
+- training-time test: the head is unrolled for `ttt_steps` steps on its own predicted features,
+  each step attending exactly as it will when drafting (true keys up to the chain's start, then the
+  keys of its own earlier steps), and each step's loss is added with a decaying weight.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from ..config import Decoding
+from ..errors import ConfigError, SpecVizError
+from ..heads import DraftHead, HeadInfo, HeadShape, embedding_check, save_head
+from ..models import SHIPPED_DRAFTS, LoadedModel, load_model
+from . import store
+from .answers import fast_autocast, generate_data, train_prompts
+from .features import Features, capture, load_features
+from .loop import Schedule, Training, batch_indices, train_loop
+from .texts import Text, answer_texts, document_texts, written_prompts
+
+WORK_DIR = SHIPPED_DRAFTS.parent.parent / "artifacts" / "heads"  # data, features, checkpoints (git-ignored)
+
+
+@dataclass(frozen=True)
+class HeadConfig:
+    """One head: its data, its draft vocabulary, the optimiser and where things go."""
+
+    target: str = "default"  # the model whose hidden states the head reads
+    name: str = ""  # folder name; "" = smol-head-<vocab in k>
+    vocab: int = 8192  # draft vocabulary: the target's N most written tokens (acceptance never exceeds its coverage)
+    samples: int = 1  # sampled answers per TRAIN prompt, besides the greedy one
+    max_new_tokens: int = 128  # answer length cap for the target's answers
+    temperature: float = 0.8  # temperature of the sampled answers
+    answer_minutes: float = 0.0  # generation budget for answers (0 = none); greedy answers come first
+    written: int = 0  # prompts per category the target writes for itself (each answered greedily)
+    document_tokens: int = 250_000  # tokens of local documents (Python's reference and code) the target reads
+    steps: int = 2000  # optimiser steps
+    batch_size: int = 8  # texts per step
+    seq_len: int = 320  # tokens kept per text
+    lr: float = 2e-3  # peak AdamW learning rate (a 4M-parameter head from scratch takes a high one)
+    warmup: int = 100  # linear warm-up steps, then cosine decay
+    weight_decay: float = 0.0
+    ttt_steps: int = 3  # training-time test: drafting steps unrolled on the head's own predictions
+    step_decay: float = 0.7  # loss weight of unrolled step s is step_decay ** (s - 1)
+    feature_weight: float = 0.2  # weight of the feature regression beside the cross-entropy
+    seed: int = 0
+    checkpoint_every: int = 100
+    out: str = ""  # head folder; "" = assets/drafts/<name>
+    work: str = ""  # data, features, checkpoints; "" = artifacts/heads
+    device: str = "auto"
+    resume: bool = False
+
+    def __post_init__(self):
+        for key in ("vocab", "steps", "batch_size", "seq_len", "ttt_steps", "max_new_tokens"):
+            if int(getattr(self, key)) < 1:
+                raise ConfigError(f"{key.replace('_', ' ')} must be at least 1, got {getattr(self, key)}")
+        if self.samples < 0 or self.written < 0 or self.document_tokens < 0:
+            raise ConfigError("samples, written prompts and document tokens must be 0 or more")
+        if not self.lr > 0:
+            raise ConfigError(f"the learning rate must be positive, got {self.lr}")
+
+    @property
+    def head_name(self) -> str:
+        return self.name or f"smol-head-{self.vocab // 1024}k"
+
+    @property
+    def out_dir(self) -> Path:
+        return Path(self.out) if self.out else SHIPPED_DRAFTS / self.head_name
+
+    @property
+    def work_dir(self) -> Path:
+        return Path(self.work) if self.work else WORK_DIR
+
+    @property
+    def run_dir(self) -> Path:
+        return self.work_dir / self.head_name
+
+    def slug(self, target_name: str) -> str:
+        return "".join(ch if ch.isalnum() else "-" for ch in target_name.lower()).strip("-") or "target"
+
+
+# --- data ----------------------------------------------------------------------------------------
+@dataclass
+class HeadData:
+    features: Features
+    answer_tokens: Counter  # tokens of the target's own answers (for the draft vocabulary)
+    summary: dict  # what the data is, for the model card
+
+
+def collect(cfg: HeadConfig, target: LoadedModel, progress: bool = True,
+            say: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> HeadData:
+    """Answers, written prompts and documents, then the target's features over all of them (each step resumes)."""
+    slug = cfg.slug(target.name)
+    work = cfg.work_dir
+    t0 = time.perf_counter()
+    answers = generate_data(target, train_prompts(), work / f"answers-{slug}-n{cfg.max_new_tokens}-t{cfg.temperature:g}-k16.safetensors",
+                            cfg.samples, cfg.max_new_tokens, cfg.temperature, 16, minutes=cfg.answer_minutes,
+                            seed=cfg.seed, progress=progress)
+    texts = answer_texts(answers.sequences, "answers")
+    written_seconds = 0.0
+    if cfg.written:
+        asks = written_prompts(target, cfg.written, work / f"written-{slug}.json", seed=cfg.seed, progress=progress)
+        own = generate_data(target, asks, work / f"written-answers-{slug}-n{cfg.max_new_tokens}.safetensors", 0,
+                            cfg.max_new_tokens, cfg.temperature, 16, seed=cfg.seed, progress=progress)
+        texts += answer_texts(own.sequences, "written")
+        written_seconds = own.seconds
+    else:
+        own = None
+    docs = document_texts(target.tokenizer, cfg.document_tokens) if cfg.document_tokens else []
+    texts += docs
+    folder = work / f"features-{slug}"
+    manifest = capture(target, texts, folder, progress=progress, say=say)
+    features = load_features(folder, _shard_names(texts, manifest))
+    counts = Counter()
+    for s in answers.sequences + (own.sequences if own else []):
+        counts.update(s.answer.tolist())
+    summary = {
+        "answers": {"prompts": len({s.prompt_id for s in answers.sequences}), "sequences": len(answers.sequences),
+                    "tokens": answers.answer_tokens, "samples": cfg.samples, "temperature": cfg.temperature,
+                    "max_new_tokens": cfg.max_new_tokens, "minutes": answers.seconds / 60},
+        "written": {"prompts": len(own.sequences) if own else 0, "tokens": own.answer_tokens if own else 0,
+                    "minutes": written_seconds / 60},
+        "documents": {"texts": len(docs), "tokens": sum(len(t.ids) - t.answer_from for t in docs)},
+        "positions": features.positions,
+        "trained_positions": features.trained_positions,
+        "capture_minutes": manifest["seconds"] / 60,
+        "minutes": (time.perf_counter() - t0) / 60,
+    }
+    say(f"data: {features.trained_positions:,} trained positions ({features.positions:,} read), "
+        f"features captured in {manifest['seconds'] / 60:.1f} min")
+    return HeadData(features, counts, summary)
+
+
+def _shard_names(texts: list[Text], manifest: dict) -> list[str]:
+    """The shards that hold `texts` (the same naming as `capture`)."""
+    from .features import SHARD_TEXTS
+
+    names = [f"{texts[i].source}-{i // SHARD_TEXTS:05d}.safetensors" for i in range(0, len(texts), SHARD_TEXTS)]
+    return [n for n in names if n in manifest["shards"]]
+
+
+@torch.no_grad()
+def draft_vocabulary(target: LoadedModel, data: HeadData, size: int) -> list[int]:
+    """The `size` tokens the target writes most: its answers' tokens and its greedy choice at every position read."""
+    out = target.model.get_output_embeddings()
+    counts = Counter(data.answer_tokens)
+    for feats in data.features.features:
+        for chunk in feats.split(4096):
+            counts.update(out(chunk.to(out.weight.dtype))[:, : target.vocab_size].argmax(-1).tolist())
+    ranked = [t for t, _ in counts.most_common(size)]
+    if len(ranked) < size:  # pad with ids never seen, lowest first, so the size is what was asked
+        seen = set(ranked)
+        ranked += [t for t in range(target.vocab_size) if t not in seen][: size - len(ranked)]
+    return ranked
+
+
+def coverage(tokens: list[int], vocab: list[int]) -> float:
+    """The share of `tokens` that the draft vocabulary contains (acceptance can never exceed it)."""
+    inside = set(vocab)
+    return sum(t in inside for t in tokens) / max(1, len(tokens))
+
+
+# --- the loss ------------------------------------------------------------------------------------
+@dataclass
+class Batch:
+    tokens: torch.Tensor  # [B, L] right-padded
+    features: torch.Tensor  # [B, L, H] the target's f at each position
+    mask: torch.Tensor  # [B, L-1] pair j is trained on: it predicts an answer token and f_{j+1} exists
+
+
+def make_batch(data: Features, rows: list[int], seq_len: int, device: torch.device) -> Batch:
+    toks, feats, masks = [], [], []
+    length = min(seq_len, max(len(data.tokens[r]) for r in rows))
+    for r in rows:
+        t, f, start = data.tokens[r][:length], data.features[r][:length], data.answer_from[r]
+        n = len(t)
+        j = torch.arange(length - 1)
+        masks.append((j <= n - 2) & (j >= start - 2))
+        toks.append(F.pad(t, (0, length - n)))
+        feats.append(F.pad(f.float(), (0, 0, 0, length - n)))
+    return Batch(torch.stack(toks).to(device), torch.stack(feats).to(device), torch.stack(masks).to(device))
+
+
+def unrolled_features(head: DraftHead, embeddings: torch.Tensor, features: torch.Tensor, steps: int) -> list[torch.Tensor]:
+    """The head's predicted features [B, P, H] for each drafting step s = 1..steps, over P pairs at once.
+
+    Step 1 reads the true pairs (f_j, e(x_{j+1})). Step s > 1 at pair j reads (the step s-1
+    prediction made at pair j-1, e(x_{j+1})): the chain that started at pair j-s+1. When drafting,
+    that chain's query attends to the true keys up to pair j-s+1 and to its own steps' keys at
+    pairs j-s+2 .. j; here it does exactly that, with the keys of every step kept.
+    """
+    B, P, _ = features.shape
+    positions = torch.arange(P, device=features.device)
+    s_ = head.shape
+    group = s_.heads // s_.kv_heads
+    scale = 1.0 / math.sqrt(s_.head_dim)
+    x = head.inputs(embeddings, features)
+    q, k1, v1 = head.qkv(x, positions)
+    attended = F.scaled_dot_product_attention(q, k1, v1, is_causal=True, enable_gqa=True)
+    out = [head.finish(x, attended)]
+    k1, v1 = k1.repeat_interleave(group, dim=1), v1.repeat_interleave(group, dim=1)
+    keys, values = [], []  # keys and values of steps 2.. (expanded to every query head)
+    for s in range(2, steps + 1):
+        shifted = F.pad(out[-1][:, :-1], (0, 0, 1, 0))  # pair j reads the prediction made at pair j-1
+        x = head.inputs(embeddings, shifted)
+        q, k, v = head.qkv(x, positions)
+        keys.append(k.repeat_interleave(group, dim=1))
+        values.append(v.repeat_interleave(group, dim=1))
+        main = (q @ k1.transpose(-1, -2)) * scale  # true keys: pair i <= j - s + 1
+        allowed = positions[None, :] <= positions[:, None] - (s - 1)
+        main = main.masked_fill(~allowed, -1e4)
+        # Step i (2..s) of this chain sits at pair j - (s - i): shift that step's keys right by s - i.
+        diag_k = [F.pad(kk, (0, 0, s - i, 0))[:, :, :P] for i, kk in zip(range(2, s + 1), keys)]
+        diag_v = [F.pad(vv, (0, 0, s - i, 0))[:, :, :P] for i, vv in zip(range(2, s + 1), values)]
+        diag = torch.stack([(q * kk).sum(-1) * scale for kk in diag_k], dim=-1)  # [B, h, P, s-1]
+        weights = torch.cat([main, diag], dim=-1).softmax(-1)
+        attended = weights[..., :P] @ v1
+        attended = attended + sum(weights[..., P + n, None] * vv for n, vv in enumerate(diag_v))
+        out.append(head.finish(x, attended))
+    return out
+
+
+def head_loss(head: DraftHead, rows: torch.Tensor, embedding: torch.Tensor, batch: Batch, cfg: HeadConfig,
+              device: torch.device) -> tuple[torch.Tensor, dict]:
+    """Σ_s w_s (soft CE on the draft vocabulary + λ · feature regression), and each step's greedy agreement."""
+    with fast_autocast(device):
+        emb = embedding[batch.tokens[:, 1:]]  # e(x_{j+1}) for pairs j = 0 .. L-2
+        feats = batch.features[:, :-1]
+        truth = batch.features[:, 1:]  # f_{j+1}
+        with torch.no_grad():
+            p = (truth[batch.mask] @ rows.T).float().softmax(-1)  # the target's p on the draft vocabulary
+            target_top = p.argmax(-1)
+        predicted = unrolled_features(head, emb, feats, cfg.ttt_steps)
+    total, figures = 0.0, {}
+    valid = batch.mask
+    for s, pred in enumerate(predicted, start=1):
+        keep = valid.clone()
+        keep[:, : s - 1] = False  # a chain needs s-1 earlier pairs
+        sel = keep[valid]  # which of the masked rows this step trains on
+        if not sel.any():
+            continue
+        g = pred[keep].float()
+        logq = (g @ rows.float().T).log_softmax(-1)
+        ce = -(p[sel] * logq).sum(-1).mean()
+        reg = F.smooth_l1_loss(g, truth[keep].float())
+        total = total + cfg.step_decay ** (s - 1) * (ce + cfg.feature_weight * reg)
+        agree = (logq.argmax(-1) == target_top[sel]).float().mean()
+        figures[f"agreement_{s}" if s > 1 else "agreement"] = agree.item()
+        if s == 1:
+            figures["ce"] = ce.item()
+            figures["regression"] = reg.item()
+    return total, figures
+
+
+# --- training, saving ----------------------------------------------------------------------------
+def new_head(target: LoadedModel, seed: int) -> DraftHead:
+    torch.manual_seed(seed)
+    head = DraftHead(HeadShape.of_target(target.model.config))
+    norm = getattr(target.model.base_model, "norm", None)
+    if norm is not None:  # start the output norm at the target's, so predicted features begin at its scale
+        with torch.no_grad():
+            head.out_norm.weight.copy_(norm.weight.float())
+    return head
+
+
+def train(cfg: HeadConfig, target: LoadedModel, data: HeadData, vocab: list[int], progress: bool = True,
+          on_step: Callable[[dict], None] | None = None) -> Training:
+    device = target.device
+    head = new_head(target, cfg.seed).to(device)
+    embedding = target.model.get_input_embeddings().weight.detach().float()
+    # The target's output head on the draft vocabulary: p from true features, q from predicted ones.
+    rows = target.model.get_output_embeddings().weight.detach().float()[torch.tensor(vocab, device=device)]
+    n = len(data.features.tokens)
+    if n == 0:
+        raise SpecVizError("no training data: the target read no text")
+    decay = [p for p in head.parameters() if p.ndim >= 2]
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay, "scale": 1.0},
+              {"params": [p for p in head.parameters() if p.ndim < 2], "weight_decay": 0.0, "scale": 1.0}]
+
+    def step_loss(step: int):
+        batch = make_batch(data.features, batch_indices(step, cfg.batch_size, n, cfg.seed), cfg.seq_len, device)
+        return head_loss(head, rows, embedding, batch, cfg, device)
+
+    schedule = Schedule(cfg.steps, cfg.lr, cfg.warmup, cfg.checkpoint_every)
+    return train_loop(head, groups, schedule, step_loss, cfg.run_dir, cfg.resume, f"train {cfg.head_name}",
+                      progress, on_step)
+
+
+def info_for(cfg: HeadConfig, target: LoadedModel, vocab: list[int], data: HeadData, training: Training) -> HeadInfo:
+    embedding = target.model.get_input_embeddings().weight.detach().float().cpu()
+    return HeadInfo(
+        shape=HeadShape.of_target(target.model.config),
+        vocab=vocab,
+        target=target.name,
+        target_layers=target.model.config.num_hidden_layers,
+        target_vocab=embedding.shape[0],
+        embedding_check=embedding_check(embedding, vocab),
+        trained={"config": asdict(cfg), "data": data.summary, "steps": training.steps,
+                 "minutes": training.seconds / 60, "final_loss": training.final_loss,
+                 "final_agreement": training.final_agreement, "device": str(target.device),
+                 "torch": torch.__version__,
+                 "parameters": sum(p.numel() for p in training.model.parameters())},
+    )
+
+
+def train_head(cfg: HeadConfig, target: LoadedModel | None = None, progress: bool = True,
+               say: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
+               on_step: Callable[[dict], None] | None = None) -> Path:
+    """Data, vocabulary, training and the saved head folder (its card gets figures from `evaluate`)."""
+    target = target or load_model(cfg.target, device=cfg.device, progress=say)
+    data = collect(cfg, target, progress, say)
+    vocab_path = cfg.run_dir / "vocab.json"
+    vocab = store.load_json(vocab_path) if cfg.resume else None
+    if vocab is None or len(vocab) != cfg.vocab:
+        vocab = draft_vocabulary(target, data, cfg.vocab)
+        store.save_json(vocab_path, vocab)
+    train_tokens = [t for toks, start in zip(data.features.tokens, data.features.answer_from) for t in toks[start:].tolist()]
+    data.summary["vocab_coverage_train"] = coverage(train_tokens, vocab)
+    training = train(cfg, target, data, vocab, progress, on_step)
+    folder = save_head(training.model, info_for(cfg, target, vocab, data, training), cfg.out_dir)
+    say(f"saved {folder} (loss {training.final_loss:.3f}, agreement {training.final_agreement:.1%})")
+    return folder
+
+
+# --- evaluation, card and the subcommand ---------------------------------------------------------
+RIVALS = ("ngram",)  # raced beside the head and ngram+head on the EVAL prompts; shipped model drafts join them
+
+
+def evaluate_head(cfg: HeadConfig, target: LoadedModel, per_category: int = 0, settings: Decoding | None = None,
+                  command: str = "", rivals: tuple[str, ...] | None = None, progress: bool = True) -> dict[str, dict]:
+    """The race on the EVAL prompts (head, ngram+head and rivals against one baseline per prompt); rewrites the card."""
+    from ..heads import read_info
+    from ..models import draft_folders
+    from .answers import eval_prompts
+    from .card import head_card
+    from .evaluate import measure_drafts
+
+    settings = settings or Decoding(gamma=3, max_new_tokens=64)
+    head = str(cfg.out_dir)
+    if rivals is None:
+        rivals = RIVALS + tuple(f.name for kind, f in draft_folders() if kind == "shipped draft"
+                                and (f / "config.json").is_file())
+    drafts = [head, f"ngram+head:{head}", *rivals]
+    results = measure_drafts(drafts, target, eval_prompts(per_category), settings, progress=progress)
+    info = read_info(cfg.out_dir)
+    mine = results[head]
+    mine["coverage"] = coverage([t for r in mine["rows"] for t in r["target_tokens"]], info.vocab)
+    mine["race"] = {name: {k: e["all"][k] for k in ("alpha", "mean_accepted_tokens", "c", "speedup", "median_speedup",
+                                                    "identical", "prompts")} for name, e in results.items()}
+    store.save_json(cfg.run_dir / "evaluation.json", {k: v for k, v in mine.items() if k != "rows"})
+    (cfg.out_dir / "README.md").write_text(head_card(info, mine, command or f"python -m specviz distill --kind head"),
+                                           encoding="utf-8")
+    return results
+
+
+def add_head_arguments(p) -> None:
+    d = HeadConfig()
+    g = p.add_argument_group("heads (--kind head)")
+    g.add_argument("--vocab", type=int, default=d.vocab, help=f"draft vocabulary size (default {d.vocab})")
+    g.add_argument("--written", type=int, default=d.written,
+                   help="prompts per category the target writes for itself and answers (default 0)")
+    g.add_argument("--document-tokens", type=int, default=d.document_tokens,
+                   help=f"tokens of local documents the target reads (default {d.document_tokens:,})")
+    g.add_argument("--ttt-steps", type=int, default=d.ttt_steps, help=f"training-time-test steps (default {d.ttt_steps})")
+    g.add_argument("--feature-weight", type=float, default=d.feature_weight,
+                   help=f"weight of the feature regression (default {d.feature_weight:g})")
+    g.add_argument("--eval-gamma", type=int, default=3, help="γ of the evaluation race (default 3)")
+    g.add_argument("--eval-tokens", type=int, default=64, help="new tokens per prompt in the race (default 64)")
+
+
+def head_config_from_args(args) -> HeadConfig:
+    given = {k: v for k, v in (("steps", args.steps), ("batch_size", args.batch_size), ("lr", args.lr),
+                               ("max_new_tokens", args.max_new_tokens)) if v is not None}
+    return HeadConfig(target=args.target, name=args.name, vocab=args.vocab, samples=args.samples,
+                      answer_minutes=args.data_minutes, written=args.written, document_tokens=args.document_tokens,
+                      ttt_steps=args.ttt_steps, feature_weight=args.feature_weight, seed=args.seed, out=args.out,
+                      work=args.work, device=args.device, resume=args.resume, **given)
+
+
+def run(args) -> int:
+    """`python -m specviz distill --kind head ...`: data, training, then the race and the model card."""
+    import shlex
+
+    cfg = head_config_from_args(args)
+    target = load_model(cfg.target, device=cfg.device)
+    if args.eval_only:
+        from ..heads import is_head
+
+        if not is_head(cfg.out_dir):
+            raise SpecVizError(f"no head {cfg.head_name} to evaluate; run without --eval-only first")
+    else:
+        print(f"head saved to {train_head(cfg, target)}")
+    if args.no_eval:
+        return 0
+    command = "python -m specviz distill " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["distill"] else ""
+    results = evaluate_head(cfg, target, args.eval_prompts, Decoding(gamma=args.eval_gamma, max_new_tokens=args.eval_tokens),
+                            command=command)
+    print(f"\n{'draft':<28} {'α':>6} {'acc/round':>9} {'c':>6} {'speedup':>8} {'identical':>9}")
+    for name, e in results.items():
+        f = e["all"]
+        print(f"{Path(name).name if '/' in name else name:<28} {f['alpha']:>6.3f} {f['mean_accepted_tokens']:>9.2f} "
+              f"{f['c']:>6.3f} {f['speedup']:>7.2f}x {f['identical']:>5}/{f['prompts']}")
+    return 0

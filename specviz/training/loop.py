@@ -1,0 +1,132 @@
+"""The optimiser loop every trained draft shares: schedule, clipping, a jsonl loss log, checkpoints, resume.
+
+What differs between a distilled draft and a head is how a step's batch is made and what its loss
+is; both come in as functions. A checkpoint holds plain tensors and numbers only, so it is read
+back with `torch.load(weights_only=True)` (no pickled code runs). Batches are a function of the
+step alone, so a resumed run repeats nothing and skips nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+
+@dataclass(frozen=True)
+class Schedule:
+    steps: int  # optimiser steps in all
+    lr: float  # peak AdamW learning rate
+    warmup: int  # linear warm-up steps, then cosine decay to a tenth of the peak
+    checkpoint_every: int = 50  # steps between checkpoints (one is always written at the end)
+    clip: float = 1.0  # gradient norm clipping
+
+    def learning_rate(self, step: int) -> float:
+        if step < self.warmup:
+            return self.lr * (step + 1) / self.warmup
+        progress = (step - self.warmup) / max(1, self.steps - self.warmup)
+        return self.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+
+
+@dataclass
+class Training:
+    model: torch.nn.Module
+    steps: int
+    seconds: float  # training wall time, summed over resumed runs
+    final_loss: float  # mean loss over the last steps (up to 20)
+    final_agreement: float  # mean greedy agreement over the same steps
+    log: list[dict] = field(default_factory=list)
+
+
+def batch_indices(step: int, batch_size: int, n: int, seed: int) -> list[int]:
+    """Rows of one step: shuffled epochs, a function of the step alone (so resuming repeats nothing)."""
+    out = []
+    for i in range(step * batch_size, (step + 1) * batch_size):
+        epoch, position = divmod(i, n)
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 100_003 + epoch))
+        out.append(int(order[position]))
+    return out
+
+
+def read_log(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def train_loop(
+    model: torch.nn.Module,
+    groups: list[dict],
+    schedule: Schedule,
+    step_loss: Callable[[int], tuple[torch.Tensor, dict]],
+    run_dir: Path,
+    resume: bool,
+    desc: str,
+    progress: bool = True,
+    on_step: Callable[[dict], None] | None = None,
+) -> Training:
+    """Optimise `model` for schedule.steps: step_loss(step) gives the loss and the figures to log.
+
+    groups: AdamW parameter groups, each with a "scale" (its learning rate relative to the schedule).
+    The log row always has step, loss, agreement (greedy agreement of q with p), lr and seconds.
+    """
+    from tqdm import tqdm
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    checkpoint, log_path = run_dir / "checkpoint.pt", run_dir / "loss.jsonl"
+    optimizer = torch.optim.AdamW(groups, lr=schedule.lr, betas=(0.9, 0.98))
+    start, seconds, log = 0, 0.0, []
+    if resume and checkpoint.is_file():
+        state = torch.load(checkpoint, map_location=next(model.parameters()).device, weights_only=True)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        start, seconds = state["step"], state["seconds"]
+        log = [row for row in read_log(log_path) if row["step"] < start]  # drop steps after the checkpoint
+    with log_path.open("w", encoding="utf-8") as f:
+        f.writelines(json.dumps(row) + "\n" for row in log)
+    params = [p for g in groups for p in g["params"]]
+    model.train()
+    bar = tqdm(total=schedule.steps, initial=start, desc=desc, unit="step", file=sys.stderr, disable=not progress)
+    with log_path.open("a", encoding="utf-8") as f:
+        for step in range(start, schedule.steps):
+            t0 = time.perf_counter()
+            for group in optimizer.param_groups:
+                group["lr"] = schedule.learning_rate(step) * group["scale"]
+            loss, figures = step_loss(step)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, schedule.clip)
+            optimizer.step()
+            seconds += time.perf_counter() - t0
+            row = {"step": step, "loss": round(loss.item(), 5), **{k: round(float(v), 4) for k, v in figures.items()},
+                   "lr": schedule.learning_rate(step), "seconds": round(seconds, 2)}
+            log.append(row)
+            f.write(json.dumps(row) + "\n")
+            f.flush()
+            bar.set_postfix(loss=f"{row['loss']:.3f}", agree=f"{row.get('agreement', float('nan')):.2f}")
+            bar.update()
+            if on_step:
+                on_step(row)  # the app's live loss curve
+            if (step + 1) % schedule.checkpoint_every == 0 or step + 1 == schedule.steps:
+                scratch = checkpoint.with_suffix(".tmp")
+                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                            "step": step + 1, "seconds": seconds}, scratch)
+                scratch.replace(checkpoint)
+    bar.close()
+    model.eval()
+    tail = log[-20:]
+    return Training(
+        model=model,
+        steps=schedule.steps,
+        seconds=seconds,
+        final_loss=statistics.fmean(r["loss"] for r in tail) if tail else float("nan"),
+        final_agreement=statistics.fmean(r.get("agreement", float("nan")) for r in tail) if tail else float("nan"),
+        log=log,
+    )

@@ -1,0 +1,115 @@
+"""Feature-level draft heads on the tiny target: training-time test = drafting, lossless loop, cache rollback.
+
+p = the target's distribution, q = the head's; gamma = drafted tokens per round.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tiny import VOCAB
+from specviz.config import Decoding, Sampling
+from specviz.decode import generate
+from specviz.drafters import HeadDrafter, HybridDrafter, build_drafter
+from specviz.errors import ConfigError
+from specviz.heads import DraftHead, HeadShape, KVCache, read_info
+from specviz.training.head import coverage, unrolled_features
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+CASES = [("w1 w2 w3 w4 w5", 13), ("w40 w41 w7", 11), ("w90", 7)]
+
+
+def random_head(seed: int = 0) -> DraftHead:
+    torch.manual_seed(seed)
+    head = DraftHead(HeadShape(hidden=32, heads=4, kv_heads=2, intermediate=64, rope_theta=10000.0, eps=1e-6)).eval()
+    return head
+
+
+@pytest.mark.parametrize("steps", [1, 2, 3])
+def test_training_time_test_attends_as_drafting_does(steps):
+    """Step s at pair j in training equals the s-th draft of a chain that starts after pair j-s+1 true pairs."""
+    head = random_head()
+    P, H = 9, 32
+    feats, emb = torch.randn(1, P, H), torch.randn(1, P, H)
+    with torch.no_grad():
+        trained = unrolled_features(head, emb, feats, steps)
+        for j in range(steps - 1, P):
+            start = j - steps + 1  # the chain reads true pairs 0..start, then drafts
+            cache = KVCache()
+            predicted = head.step(emb[0, : start + 1], feats[0, : start + 1], cache)[-1]
+            for i in range(start + 1, j + 1):  # each later step reads (its predicted feature, the next token)
+                predicted = head.step(emb[0, i : i + 1], predicted.view(1, -1), cache)[0]
+            torch.testing.assert_close(trained[steps - 1][0, j], predicted, atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("gamma", [1, 2, 4, 8])
+@pytest.mark.parametrize("spec", ["tiny-head", "ngram+tiny-head"])
+def test_greedy_output_with_a_head_is_the_targets_own(target, make_drafter, spec, gamma):
+    for prompt, max_new in CASES:
+        alone = generate(target, None, prompt, Decoding(max_new_tokens=max_new))
+        run = generate(target, make_drafter(spec), prompt, Decoding(gamma=gamma, max_new_tokens=max_new))
+        assert run.output_ids == alone.output_ids, f"{spec}, γ={gamma}, {prompt!r}: output differs from the target's"
+        assert all(t < VOCAB for r in run.rounds for t in r.drafted)
+
+
+def test_the_trained_tiny_head_is_partly_accepted(target, make_drafter):
+    """Guards the tests above: rounds with some and with no accepted drafts both occur, so rollback is exercised."""
+    outcomes = set()
+    for prompt, max_new in CASES:
+        run = generate(target, make_drafter("tiny-head"), prompt, Decoding(gamma=4, max_new_tokens=max_new))
+        outcomes |= {"none" if r.n_accepted == 0 else "some" for r in run.rounds if r.drafted}
+    assert outcomes == {"none", "some"}
+
+
+def test_head_cache_after_a_run_equals_reading_the_true_pairs_afresh(target, make_drafter):
+    """Rollback: after every round the head's cache holds exactly the true pairs, as if read from scratch."""
+    drafter = make_drafter("tiny-head")
+    run = generate(target, drafter, "w1 w2 w3 w4 w5", Decoding(gamma=4, max_new_tokens=13))
+    ids = torch.tensor([run.prompt_ids + run.output_ids[:-1]])
+    hidden = target.model.base_model(ids).last_hidden_state[0]
+    fresh = KVCache()
+    with torch.no_grad():
+        drafter.head.step(drafter.embedding[ids[0, 1 : drafter.read + 1]], hidden[: drafter.read], fresh)
+    assert drafter.cache.length == fresh.length == drafter.read
+    torch.testing.assert_close(drafter.cache.k[:, : fresh.length], fresh.k[:, : fresh.length], atol=1e-5, rtol=1e-4)
+
+
+def test_sampled_q_lives_on_the_draft_vocabulary(target, make_drafter):
+    drafter = make_drafter("tiny-head")
+    run = generate(target, drafter, "w1 w2 w3", Decoding(gamma=3, max_new_tokens=8, sampling=Sampling(temperature=1.0)))
+    outside = sorted(set(range(VOCAB)) - set(drafter.vocab_ids.tolist()))
+    assert outside, "the tiny head should have a reduced vocabulary"
+    assert all(t not in outside for r in run.rounds for t in r.drafted)
+    assert len(run.output_ids) == 8
+
+
+def test_hybrid_uses_ngram_when_the_context_repeats(target, make_drafter):
+    drafter = make_drafter("ngram+tiny-head")
+    assert isinstance(drafter, HybridDrafter) and isinstance(drafter.head, HeadDrafter)
+    run = generate(target, drafter, "w1 w2 w3 w1 w2 w3 w1 w2", Decoding(gamma=3, max_new_tokens=6))
+    assert run.rounds[0].drafted[:1] == [target.tokenizer.convert_tokens_to_ids("w3")]  # copied from the context
+
+
+def test_head_for_another_target_is_refused(tiny_head_dir, tokenizer):
+    from tiny import tiny_llama, wrap
+
+    other = wrap("other", tiny_llama(seed=7, vocab_size=VOCAB, hidden=64, layers=4, heads=4, kv_heads=2), tokenizer)
+    with pytest.raises(ConfigError, match="trained on"):
+        build_drafter(f"head:{tiny_head_dir}", other)
+
+
+def test_damaged_head_folder_is_one_message(tmp_path, target):
+    (tmp_path / "head.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(ConfigError, match="damaged"):
+        build_drafter(f"head:{tmp_path}", target)
+    with pytest.raises(ConfigError, match="no draft head named"):
+        build_drafter("head:no-such-head", target)
+
+
+def test_head_card_facts(tiny_head_dir):
+    info = read_info(tiny_head_dir)
+    assert len(info.vocab) == 64 and len(set(info.vocab)) == 64
+    assert info.trained["steps"] > 0 and info.trained["data"]["trained_positions"] > 0
+    assert coverage(info.vocab[:10], info.vocab) == 1.0 and coverage([], info.vocab) == 0.0
