@@ -1,11 +1,11 @@
-"""Distil: train a tiny draft from the target's own answers, then race it against the shipped drafts."""
+"""Distil: train a tiny draft or a draft head from the target itself, then race it against the shipped drafts."""
 
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
 from specviz import ui
-from specviz.training import distill
+from specviz.training import distill, head
 from specviz.config import Decoding
 from specviz.models import cache_dir, draft_folders, user_drafts_dir
 
@@ -13,15 +13,23 @@ st.set_page_config(page_title="Distil · SpecViz", page_icon="🔎", layout="wid
 ui.page_intro(
     "Distil a draft — make the target's own small sibling",
     "A draft pays off only if it is far cheaper than the target and still guesses its next tokens. Here the "
-    "target answers the training prompts, a tiny model with its tokenizer learns to imitate those answers "
-    "(its embeddings start from the target's), and the result is raced against the shipped drafts.",
+    "target answers the training prompts; either a tiny model with its tokenizer learns to imitate those answers "
+    "(its embeddings start from the target's), or a **draft head** learns to predict the target's next hidden state "
+    "from its current one (EAGLE-style: it reads what the target already computed). The result is raced against the "
+    "shipped drafts.",
 )
 
 with st.sidebar:
     st.header("Draft to distil")
-    layers = st.slider("Decoder layers", 1, 4, 1, key="ds-layers")
-    hidden = st.select_slider("Hidden size", [64, 96, 128, 192, 256], 128, key="ds-hidden",
-                              help="The tied vocabulary head (hidden × 49,152) dominates the draft's cost")
+    kind = st.radio("Kind", ["tiny draft model", "draft head"], key="ds-kind", horizontal=True,
+                    help="A draft head reads the target's own hidden state; a tiny draft sees only the tokens")
+    if kind == "draft head":
+        documents = st.slider("Document tokens the target reads", 0, 100_000, 20_000, 10_000, key="ds-docs",
+                              help="Python's reference and code, read in one forward: many positions, cheaply")
+    else:
+        layers = st.slider("Decoder layers", 1, 4, 1, key="ds-layers")
+        hidden = st.select_slider("Hidden size", [64, 96, 128, 192, 256], 128, key="ds-hidden",
+                                  help="The tied vocabulary head (hidden × 49,152) dominates the draft's cost")
     per_category = st.slider("Training prompts per workload", 2, 28, 4, key="ds-prompts",
                              help="The target answers each once greedily plus the sampled answers below")
     samples = st.slider("Sampled answers per prompt", 0, 3, 0, key="ds-samples")
@@ -29,9 +37,38 @@ with st.sidebar:
     steps = st.slider("Training steps", 10, 600, 60, 10, key="ds-steps")
     eval_prompts = st.slider("Evaluation prompts per workload", 1, 12, 1, key="ds-eval")
 
-name = f"my-draft-{layers}l{hidden}-s{steps}"
+name = f"my-head-{documents // 1000}k-s{steps}" if kind == "draft head" else f"my-draft-{layers}l{hidden}-s{steps}"
 state = st.session_state
-if st.button(f"Distil {name}", type="primary", key="ds-run"):
+
+
+def on_step_of(losses: list[dict], bar, curve):
+    def on_step(row: dict) -> None:
+        losses.append(row)  # kept in session state as it grows: a stop keeps the curve
+        bar.progress((row["step"] + 1) / steps, text=f"step {row['step'] + 1}/{steps} · loss {row['loss']:.3f}")
+        if row["step"] % 5 == 0 or row["step"] + 1 == steps:
+            curve.line_chart(pd.DataFrame(losses).set_index("step")[["loss"]], height=220)
+    return on_step
+
+
+if kind == "draft head" and st.button(f"Distil {name}", type="primary", key="ds-run"):
+    cfg = head.HeadConfig(name=name, steps=steps, samples=samples, max_prompts=per_category, max_new_tokens=answer_tokens,
+                          document_tokens=documents, warmup=min(100, max(1, steps // 10)),
+                          out=str(user_drafts_dir() / name), work=str(cache_dir() / "heads"))
+    losses: list[dict] = []
+    state["ds-result"] = {"name": name, "losses": losses, "evaluation": None}
+    with ui.error_box("train the head"), ui.exclusive():
+        target = ui.get_target(cfg.target)
+        with st.status("The target answers the training prompts and reads the documents…") as status:
+            bar, curve = st.progress(0.0, text="Training…"), st.empty()
+            folder = head.train_head(cfg, target, progress=False, say=status.write,
+                                     on_step=on_step_of(losses, bar, curve))
+            status.update(label=f"Trained {name}", state="complete")
+        rivals = ["ngram"] + [f for kind_, f in draft_folders() if kind_ == "shipped draft"]
+        with st.spinner("Racing the new head against the shipped drafts on evaluation prompts…"):
+            state["ds-result"]["evaluation"] = distill.measure_drafts(
+                [folder, f"ngram+head:{folder}", *rivals], target, distill.eval_prompts(eval_prompts),
+                Decoding(gamma=3, max_new_tokens=32), progress=False)
+elif kind != "draft head" and st.button(f"Distil {name}", type="primary", key="ds-run"):
     work = cache_dir() / "distill"
     cfg = distill.DistillConfig(layers=layers, hidden=hidden, steps=steps, samples=samples, max_prompts=per_category,
                                 max_new_tokens=answer_tokens, name=name, out=str(user_drafts_dir() / name),
@@ -43,16 +80,8 @@ if st.button(f"Distil {name}", type="primary", key="ds-run"):
         with st.status("The target answers the training prompts…") as status:
             data = distill.generate_data(target, cfg, prompts=distill.train_prompts(per_category), progress=False)
             status.update(label=f"Data: {len(data.sequences)} answers, {data.answer_tokens:,} tokens", state="complete")
-        bar = st.progress(0.0, text="Training…")
-        curve = st.empty()
-
-        def on_step(row: dict) -> None:
-            losses.append(row)  # kept in session state as it grows: a stop keeps the curve
-            bar.progress((row["step"] + 1) / steps, text=f"step {row['step'] + 1}/{steps} · loss {row['loss']:.3f}")
-            if row["step"] % 5 == 0 or row["step"] + 1 == steps:
-                curve.line_chart(pd.DataFrame(losses).set_index("step")[["loss"]], height=220)
-
-        training = distill.train(cfg, target, data, progress=False, on_step=on_step)
+        bar, curve = st.progress(0.0, text="Training…"), st.empty()
+        training = distill.train(cfg, target, data, progress=False, on_step=on_step_of(losses, bar, curve))
         folder = distill.save_draft(training.model, target, cfg.out_dir)
         rivals = [f for kind, f in draft_folders() if kind == "shipped draft"]
         with st.spinner("Racing the new draft against the shipped ones on evaluation prompts…"):

@@ -17,10 +17,10 @@ import torch
 
 from .config import Decoding, Sampling, Verification
 from .drafters import build_drafter
-from .errors import OUT_OF_MEMORY, SpecVizError
+from .errors import OUT_OF_MEMORY, ConfigError, SpecVizError
 from .measure import WARMUP_TOKENS, compare, machine, timed, warm_up
 from .models import DEFAULT_TARGET, available_models, load_model
-from .peer import hf_generate
+from .peer import has_equivalent, hf_generate
 from .prompts import check_prompt, first_per_category, load_prompt_set, read_jsonl
 from .records import ACCEPTED, BONUS, REJECTED, RESAMPLED, TARGET, Comparison
 
@@ -227,7 +227,10 @@ def cmd_bench(args) -> int:
     target = pool(args.target)
     makers = {}
     for spec in args.draft:
-        build_drafter(spec, target, pool)  # refuse bad drafts up front
+        drafter = build_drafter(spec, target, pool)  # refuse bad drafts up front
+        if args.compare_hf and not has_equivalent(drafter):
+            raise ConfigError(f"--compare-hf: transformers' generate has no equivalent of the {drafter.kind} drafter "
+                              f"{spec}; bench it without --compare-hf (or compare ngram and model drafts only)")
         makers[spec] = (lambda s=spec: build_drafter(s, target, pool))
     from tqdm import tqdm
 

@@ -41,6 +41,11 @@ def _sampling_kwargs(settings: Decoding) -> dict:
     return {"do_sample": True, "temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k or None}
 
 
+def has_equivalent(drafter: Drafter | None) -> bool:
+    """Whether transformers' generate can draft the same way (prompt lookup, assisted generation)."""
+    return drafter is None or isinstance(drafter, (NgramDrafter, ModelDrafter, NoDrafter))
+
+
 @torch.inference_mode()
 def hf_generate(target: LoadedModel, drafter: Drafter | None, prompt: str, settings: Decoding):
     """(new token ids, seconds) from transformers' generate with the equivalent drafter."""
@@ -53,7 +58,7 @@ def hf_generate(target: LoadedModel, drafter: Drafter | None, prompt: str, setti
     elif isinstance(drafter, ModelDrafter):
         kwargs["assistant_model"] = drafter.model
         assistant = _assistant_settings(drafter.model, settings)
-    elif drafter is not None and not isinstance(drafter, NoDrafter):
+    elif not has_equivalent(drafter):
         raise ValueError(f"transformers has no equivalent of the {drafter.kind} drafter")
     torch.manual_seed(settings.seed)
     clock = Clock(target.device)

@@ -51,6 +51,7 @@ class HeadConfig:
     max_new_tokens: int = 128  # answer length cap for the target's answers
     temperature: float = 0.8  # temperature of the sampled answers
     answer_minutes: float = 0.0  # generation budget for answers (0 = none); greedy answers come first
+    max_prompts: int = 0  # TRAIN prompts per category the target answers; 0 = all of them
     written: int = 0  # prompts per category the target writes for itself (each answered greedily)
     document_tokens: int = 250_000  # tokens of local documents (Python's reference and code) the target reads
     steps: int = 2000  # optimiser steps
@@ -112,7 +113,7 @@ def collect(cfg: HeadConfig, target: LoadedModel, progress: bool = True,
     slug = cfg.slug(target.name)
     work = cfg.work_dir
     t0 = time.perf_counter()
-    answers = generate_data(target, train_prompts(), work / f"answers-{slug}-n{cfg.max_new_tokens}-t{cfg.temperature:g}-k16.safetensors",
+    answers = generate_data(target, train_prompts(cfg.max_prompts), work / f"answers-{slug}-n{cfg.max_new_tokens}-t{cfg.temperature:g}-k16.safetensors",
                             cfg.samples, cfg.max_new_tokens, cfg.temperature, 16, minutes=cfg.answer_minutes,
                             seed=cfg.seed, progress=progress)
     texts = answer_texts(answers.sequences, "answers")
@@ -391,7 +392,7 @@ def head_config_from_args(args) -> HeadConfig:
     given = {k: v for k, v in (("steps", args.steps), ("batch_size", args.batch_size), ("lr", args.lr),
                                ("max_new_tokens", args.max_new_tokens)) if v is not None}
     return HeadConfig(target=args.target, name=args.name, vocab=args.vocab, samples=args.samples,
-                      answer_minutes=args.data_minutes, written=args.written, document_tokens=args.document_tokens,
+                      answer_minutes=args.data_minutes, max_prompts=args.max_prompts, written=args.written, document_tokens=args.document_tokens,
                       ttt_steps=args.ttt_steps, feature_weight=args.feature_weight, seed=args.seed, out=args.out,
                       work=args.work, device=args.device, resume=args.resume, **given)
 

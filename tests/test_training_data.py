@@ -1,0 +1,59 @@
+"""The head's data steps on the tiny target: documents to read, feature capture that resumes, written prompts."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tiny import wrap
+from specviz.training import store
+from specviz.training.answers import eval_prompts
+from specviz.training.features import capture, load_features
+from specviz.training.texts import Text, document_texts, written_prompts
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_documents_are_prose_and_code_placed_as_chat_answers(target):
+    texts = document_texts(target.tokenizer, max_tokens=3000, chunk_tokens=128)
+    assert texts and all(t.source == "documents" for t in texts)
+    assert sum(len(t.ids) - t.answer_from for t in texts) >= 3000  # the budget is filled
+    assert all(0 < t.answer_from < len(t.ids) for t in texts)  # a prompt as context, then the passage
+
+
+def test_capture_matches_the_targets_forward_and_resumes_without_running_it(target, tmp_path):
+    generator = torch.Generator().manual_seed(0)
+    texts = [Text("answers" if i < 70 else "documents", torch.randint(2, 90, (5 + i % 9,), generator=generator).tolist(), 2)
+             for i in range(80)]  # two shards of answers, one of documents
+    manifest = capture(target, texts, tmp_path, batch=16, progress=False, say=lambda m: None)
+    # Shards of 64 texts, named by their first text's source and their index.
+    assert sorted(manifest["shards"]) == ["answers-00000.safetensors", "answers-00001.safetensors"]
+    got = load_features(tmp_path)
+    assert got.positions == sum(len(t.ids) for t in texts)
+    by_tokens = {tuple(t.tolist()): f for t, f in zip(got.tokens, got.features)}
+    for text in texts[:5]:
+        expected = target.model.base_model(torch.tensor([text.ids])).last_hidden_state[0]
+        torch.testing.assert_close(by_tokens[tuple(text.ids)].float(), expected, atol=2e-3, rtol=2e-3)  # fp16 on disk
+
+    class Refuses(torch.nn.Module):
+        config = target.model.config
+
+        def __getattr__(self, name):
+            if name == "base_model":
+                raise AssertionError("the target was run although every shard was captured")
+            return super().__getattr__(name)
+
+    again = capture(wrap("tiny-target", Refuses(), target.tokenizer), texts, tmp_path, progress=False, say=lambda m: None)
+    assert again["shards"] == manifest["shards"]
+    tensors, meta = store.load(tmp_path / sorted(manifest["shards"])[0])
+    assert tensors["features"].dtype == torch.float16 and meta["source"] in ("answers", "documents")
+
+
+def test_written_prompts_are_cached_and_never_an_eval_prompt(target, tmp_path):
+    path = tmp_path / "written.json"
+    rows = written_prompts(target, 2, path, progress=False)
+    assert len(rows) == 14 and all(r["id"].startswith("written-") for r in rows)  # 2 for each of 7 categories
+    forbidden = {p["prompt"].strip().lower() for p in eval_prompts()}
+    assert not {r["prompt"].lower() for r in rows} & forbidden
+    # Cached: a rerun with nothing missing never runs the target (None here would fail if it did).
+    assert written_prompts(wrap("tiny-target", None, target.tokenizer), 2, path, progress=False) == rows
