@@ -70,13 +70,20 @@ def capture(target: LoadedModel, texts: list[Text], folder: Path, batch: int = 1
     say(f"features: {len(todo)} of {len(shards)} shards to capture, {positions:,} positions, "
         f"about {positions * (2 * hidden + 8) / 1e6:.0f} MB on disk")
     bar = tqdm(total=positions, desc="target features", unit="pos", file=sys.stderr, disable=not progress)
+    estimated = False
     for name, chunk in todo:
         t0 = time.perf_counter()
         chunk = sorted(chunk, key=lambda t: len(t.ids))  # similar lengths share a batch: less padding
         feats = []
         for start in range(0, len(chunk), batch):
+            t1 = time.perf_counter()
             feats += hidden_states(target, chunk[start : start + batch], fast)
-            bar.update(sum(len(t.ids) for t in chunk[start : start + batch]))
+            done = sum(len(t.ids) for t in chunk[start : start + batch])
+            bar.update(done)
+            if not estimated:  # the time estimate, from the first batch's measured rate
+                rate = done / max(time.perf_counter() - t1, 1e-9)
+                say(f"features: about {positions / rate / 60:.1f} min at {rate:,.0f} positions/s (first batch)")
+                estimated = True
         seconds = time.perf_counter() - t0
         tokens, offsets = store.pack([torch.tensor(t.ids, dtype=torch.int32) for t in chunk])
         flat, _ = store.pack(feats)
@@ -86,8 +93,6 @@ def capture(target: LoadedModel, texts: list[Text], folder: Path, batch: int = 1
         manifest["shards"][name] = {"source": chunk[0].source, "texts": len(chunk), "seconds": round(seconds, 2),
                                     "positions": sum(len(t.ids) for t in chunk)}
         manifest["seconds"] = round(sum(s["seconds"] for s in manifest["shards"].values()), 2)
-        if bar.n and bar.format_dict.get("rate"):
-            bar.set_postfix(eta_min=f"{(bar.total - bar.n) / bar.format_dict['rate'] / 60:.1f}")
         store.save_json(folder / "manifest.json", manifest)
     bar.close()
     return manifest

@@ -368,9 +368,21 @@ def evaluate_head(cfg: HeadConfig, target: LoadedModel, per_category: int = 0, s
     mine["race"] = {name: {k: e["all"][k] for k in ("alpha", "mean_accepted_tokens", "c", "speedup", "median_speedup",
                                                     "identical", "prompts")} for name, e in results.items()}
     store.save_json(cfg.run_dir / "evaluation.json", {k: v for k, v in mine.items() if k != "rows"})
-    (cfg.out_dir / "README.md").write_text(head_card(info, mine, command or f"python -m specviz distill --kind head"),
+    (cfg.out_dir / "README.md").write_text(head_card(info, mine, command or command_for(info.trained["config"])),
                                            encoding="utf-8")
     return results
+
+
+def command_for(config: dict) -> str:
+    """The `specviz distill --kind head` command that trains a head with this config (its non-default settings)."""
+    flags = {"name": "--name", "vocab": "--vocab", "samples": "--samples", "max_new_tokens": "--max-new-tokens",
+             "answer_minutes": "--data-minutes", "max_prompts": "--max-prompts", "written": "--written",
+             "document_tokens": "--document-tokens", "steps": "--steps", "batch_size": "--batch-size", "lr": "--lr",
+             "ttt_steps": "--ttt-steps", "feature_weight": "--feature-weight", "seed": "--seed"}
+    default = asdict(HeadConfig())
+    parts = [f"{flag} {config[key]:g}" if isinstance(config[key], float) else f"{flag} {config[key]}"
+             for key, flag in flags.items() if key in config and config[key] != default[key]]
+    return " ".join(["python -m specviz distill --kind head", *parts])
 
 
 def add_head_arguments(p) -> None:
@@ -399,8 +411,6 @@ def head_config_from_args(args) -> HeadConfig:
 
 def run(args) -> int:
     """`python -m specviz distill --kind head ...`: data, training, then the race and the model card."""
-    import shlex
-
     cfg = head_config_from_args(args)
     target = load_model(cfg.target, device=cfg.device)
     if args.eval_only:
@@ -412,9 +422,7 @@ def run(args) -> int:
         print(f"head saved to {train_head(cfg, target)}")
     if args.no_eval:
         return 0
-    command = "python -m specviz distill " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["distill"] else ""
-    results = evaluate_head(cfg, target, args.eval_prompts, Decoding(gamma=args.eval_gamma, max_new_tokens=args.eval_tokens),
-                            command=command)
+    results = evaluate_head(cfg, target, args.eval_prompts, Decoding(gamma=args.eval_gamma, max_new_tokens=args.eval_tokens))
     print(f"\n{'draft':<28} {'α':>6} {'acc/round':>9} {'c':>6} {'speedup':>8} {'identical':>9}")
     for name, e in results.items():
         f = e["all"]
