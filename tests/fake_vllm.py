@@ -35,8 +35,8 @@ class FakeConfig:
     gamma: int = 0  # 0 = a baseline server: no speculation, no spec_decode counters
     alpha: float = 0.7  # chance a tested draft token is accepted
     no_match: float = 0.1  # chance a step has nothing to draft (n-gram lookup found no match)
-    step_s: float = 0.004  # fixed cost of one step (weights read once per step)
-    token_s: float = 0.0006  # cost per token fed to the model in a step, over the whole batch
+    step_s: float = 0.02  # fixed cost of one step (weights read once per step)
+    token_s: float = 0.002  # cost per token fed to the model in a step, over the whole batch
     per_request: str = "detailed"  # none | summary | detailed, as vLLM's --per-request-spec-decode-metrics
     seed: int = 0
 
@@ -232,5 +232,6 @@ class FakeVLLM:
         """What the counters must have advanced by for one request per prompt: the steps it simulates."""
         steps = [s for p in prompts for s in self._steps(p, max_tokens) if s[0]]
         per_position = [sum(a > i for _, a in steps) for i in range(self.config.gamma)]
+        reached = [sum(d > i for d, _ in steps) for i in range(self.config.gamma)]
         return {"drafts": len(steps), "draft_tokens": sum(d for d, _ in steps), "accepted": sum(a for _, a in steps),
-                "per_position": per_position}
+                "per_position": per_position, "reached": reached}
