@@ -42,23 +42,27 @@ if lab_rows:
 
 if engine is not None:
     st.subheader("Acceptance: engine and lab")
-    e1, e2, e3, l1, l2, l3 = st.columns(6)
-    e1.metric("Engine α", f"{engine.alpha:.3f}", help=f"accepted ÷ drafted: {engine.accepted:.0f} of {engine.drafted:.0f}")
+    e1, e2, e3 = st.columns(3)
+    e1.metric("Engine α", f"{engine.alpha:.3f}",
+              help=f"accepted ÷ drafted, pooled over every level: {engine.accepted:.0f} of {engine.drafted:.0f}")
     e2.metric("Engine tokens / round", f"{engine.tokens_per_forward:.2f}",
               help="new tokens per target forward (SpecViz's mean accepted tokens per round)")
     e3.metric("Engine acceptance length", f"{engine.acceptance_length:.2f}",
               help="vLLM's convention: 1 + accepted ÷ steps that had a draft")
     if lab is not None:
-        l1.metric("Lab α", f"{lab.alpha:.3f}", help=f"{lab.prompts} prompt(s), {lab.accepted:.0f} of {lab.drafted:.0f}")
+        l1, l2, l3 = st.columns(3)
+        l1.metric("Lab α", f"{lab.alpha:.3f}",
+                  help=f"pooled over {lab.prompts} prompt(s): {lab.accepted:.0f} of {lab.drafted:.0f}")
         l2.metric("Lab tokens / round", f"{lab.tokens_per_forward:.2f}", help="new tokens ÷ rounds")
         l3.metric("Lab acceptance length", f"{lab.acceptance_length:.2f}" if lab.acceptance_length else "–",
                   help="1 + accepted ÷ rounds that drafted (older bench files lack the count)")
     st.plotly_chart(serving_charts.position_figure(engine, lab), key="serving-positions")
     if lab is not None and not lab.by_position:
         st.caption("This bench file has no per-position counts (made before SpecViz recorded them): run bench again.")
-    st.caption("Acceptance differs where the drafters differ: vLLM's n-gram proposer always drafts γ tokens from a "
-               "match, SpecViz's drafts at most 2 after a 2-token match; model drafts and the verification rule "
-               "are the same idea on both sides.")
+    if engine.draft.startswith("ngram"):
+        st.caption("The two n-gram drafters differ a little: vLLM's always drafts γ tokens from a match, SpecViz's at "
+                   "most 2 after a match of only 2 tokens. vLLM's acceptance length counts only the steps that found a "
+                   "match; tokens per round counts every target forward, as speed does.")
 
 st.subheader("Speedup against concurrency")
 speedups = results.speedup_frame(engine_rows)
@@ -67,8 +71,8 @@ if speedups.empty:
             "speculation) to measure the speedup at each concurrency.")
 else:
     first, last = speedups.iloc[0], speedups.iloc[-1]
-    st.write(f"At {first['concurrency']} request(s) in flight speculation gives **{first['speedup']:.2f}×** the "
-             f"baseline's tokens/s; at {last['concurrency']} it gives **{last['speedup']:.2f}×**.")
+    st.write(f"At {int(first['concurrency'])} request(s) in flight speculation gives **{first['speedup']:.2f}×** the "
+             f"baseline's tokens/s; at {int(last['concurrency'])} it gives **{last['speedup']:.2f}×**.")
     a, b = st.columns(2)
     a.plotly_chart(serving_charts.speedup_figure(speedups), key="serving-speedup")
     b.plotly_chart(serving_charts.throughput_figure(speedups), key="serving-throughput")

@@ -41,7 +41,7 @@ def speedup_figure(frame: pd.DataFrame) -> go.Figure:
                                                                                    size=9),
                     line=dict(color=Q_COLOUR, dash="dot"))
     fig.add_hline(y=1, line=dict(color=COLOURS[REJECTED], width=1, dash="dot"),
-                  annotation_text="1× = no gain", annotation_position="bottom right")
+                  annotation_text="1× = no gain", annotation_position="bottom left")
     fig.update_xaxes(type="log", tickvals=frame["concurrency"].tolist())
     top = max(frame["speedup"].max(), frame["latency_speedup"].max(), 1.0) if len(frame) else 1.0
     fig.update_yaxes(range=[0, 1.2 * top])
