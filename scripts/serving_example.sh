@@ -5,7 +5,8 @@
 #      speculation (γ=4, n-grams of 2..3 tokens, like SpecViz's ngram), one without (the baseline);
 #   3. `python -m specviz engine-bench` against both, at concurrency 1, 4 and 16, 64 tokens per request;
 #   4. `python -m specviz bench` of the same draft and prompts in SpecViz's own loop (the lab side).
-# Usage: bash scripts/serving_example.sh [OUT_DIR]   (about 5 minutes on 2 cores, most of it vLLM starting)
+# Usage: bash scripts/serving_example.sh [OUT_DIR]   (about 20 minutes on a busy 2-core machine: vLLM starting, then
+# the lab bench, which times every prompt with and without the drafter)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-assets/serving}
