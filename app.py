@@ -57,7 +57,8 @@ if live is not None:
 
 st.divider()
 st.markdown("**Pages**: *Rounds* (every token of a run) · *Draft length* (sweep γ) · *Compare drafts* · "
-            "*Verification tolerance* (speed vs quality) · *Theory* (the formula and a worksheet).")
+            "*Verification tolerance* (speed vs quality) · *Theory* (the formula and a worksheet) · "
+            "*Serving* (a vLLM server under load, beside the lab).")
 # Load the target last: the page above is already shown while this runs (first time: GGUF conversion).
 with ui.error_box("load the default target"):
     ui.get_target(DEFAULT_TARGET)

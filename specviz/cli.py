@@ -1,4 +1,4 @@
-"""Command line: `python -m specviz models | run | bench | distill`.
+"""Command line: `python -m specviz models | run | bench | engine-bench | distill`.
 
 Errors a user can cause exit with status 2 and one line on stderr, never a traceback.
 """
@@ -51,6 +51,16 @@ def _at_least(low: int):
     return whole
 
 
+def _concurrency(text: str) -> list[int]:
+    """An argparse type: comma-separated concurrency levels."""
+    from .engine.bench import parse_concurrency
+
+    try:
+        return parse_concurrency(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _add_decoding(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", default=DEFAULT_TARGET, help="target model: default, a local folder or a hub id")
     p.add_argument("--gamma", type=int, default=4, help="draft length γ (default 4)")
@@ -95,6 +105,23 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--limit", type=_at_least(0), default=0, help="use only the first N prompts (0 = all)")
     bench.add_argument("--compare-hf", action="store_true",
                        help="also time transformers' generate with the same drafter and γ (assisted / prompt lookup)")
+    engine = sub.add_parser("engine-bench", help="measure speculative decoding on a vLLM server (and a baseline)")
+    engine.add_argument("--url", required=True, help="the vLLM server with speculation, e.g. http://127.0.0.1:8000")
+    engine.add_argument("--baseline-url", help="the same model served without speculation: speedup per concurrency")
+    engine.add_argument("--prompts", required=True,
+                        help="JSONL file, one object per line with id and prompt; or eval / train: the project's own sets")
+    engine.add_argument("--per-category", type=_at_least(0), default=0,
+                        help="use only the first N prompts of each category (0 = all)")
+    engine.add_argument("--limit", type=_at_least(0), default=0, help="use only the first N prompts (0 = all)")
+    engine.add_argument("--concurrency", type=_concurrency, default=[1, 4, 16],
+                        help="requests in flight, comma-separated levels (default 1,4,16)")
+    engine.add_argument("--max-new-tokens", type=_at_least(1), default=64,
+                        help="tokens per request, fixed (min_tokens = max_tokens, ignore_eos)")
+    engine.add_argument("--draft", default="", help="the drafter the server runs, as SpecViz names it (e.g. ngram): "
+                                                    "pairs this run with lab runs on the Serving page")
+    engine.add_argument("--raw", action="store_true", help="send the prompt as raw text (/v1/completions), "
+                                                           "without the chat template")
+    engine.add_argument("--out", required=True, help="JSONL file to write, one line per server and concurrency")
     from .training import distill
 
     distill.add_arguments(sub.add_parser("distill", help="distil a tiny draft from the target and save it"))
@@ -215,11 +242,7 @@ def cmd_run(args) -> int:
 
 def cmd_bench(args) -> int:
     settings = _settings(args)
-    prompts = load_prompt_set(split=args.prompts) if args.prompts in ("eval", "train") else read_jsonl(args.prompts)
-    if args.per_category:
-        prompts = first_per_category(prompts, args.per_category)
-    if args.limit:
-        prompts = prompts[: args.limit]
+    prompts = _prompt_list(args)
     out_path = Path(args.out)
     if out_path.parent and not out_path.parent.exists():
         raise SpecVizError(f"the folder of --out ({out_path.parent}) does not exist")
@@ -253,8 +276,11 @@ def cmd_bench(args) -> int:
                 bar.set_description(f"{item['id']} {spec}")
                 c = compare(target, make, item["prompt"], settings, baseline=baseline, repeats=args.repeats, warm=False)
                 row = {"id": item["id"], "category": item.get("category"), **c.summary()}
+                reached, accepted = c.spec.position_counts()
                 row.update(draft=spec, gamma=settings.gamma, text=c.spec.text, baseline_text=c.baseline.text,
-                           max_new_tokens=settings.max_new_tokens, repeats=args.repeats, machine=where)
+                           max_new_tokens=settings.max_new_tokens, repeats=args.repeats, machine=where,
+                           position_reached=reached, position_accepted=accepted,
+                           drafting_rounds=c.spec.drafting_rounds, chat=settings.chat)
                 if args.compare_hf:
                     row.update(_hf_fields(c, hf_base, _hf_timed(target, make(), item["prompt"], settings, args.repeats)))
                 row = {**{k: row[k] for k in BENCH_FIELDS}, **{k: v for k, v in row.items() if k not in BENCH_FIELDS}}
@@ -326,13 +352,37 @@ def print_summary(rows: list[dict]) -> None:
                   f"{sum(r['hf_identical'] for r in mine):>8}/{len(mine)} {med(mine, 'baseline_ratio_vs_hf'):>16.3f}")
 
 
+def _prompt_list(args) -> list[dict]:
+    prompts = load_prompt_set(split=args.prompts) if args.prompts in ("eval", "train") else read_jsonl(args.prompts)
+    if args.per_category:
+        prompts = first_per_category(prompts, args.per_category)
+    return prompts[: args.limit] if args.limit else prompts
+
+
+def cmd_engine_bench(args) -> int:
+    from .engine import bench as engine_bench
+
+    prompts = _prompt_list(args)
+    out_path = Path(args.out)
+    if out_path.parent and not out_path.parent.exists():
+        raise SpecVizError(f"the folder of --out ({out_path.parent}) does not exist")
+    setup = engine_bench.EngineBench(args.url, args.baseline_url, prompts, args.prompts, args.concurrency,
+                                     args.max_new_tokens, args.draft, chat=not args.raw)
+    with out_path.open("w", encoding="utf-8") as out:
+        rows = engine_bench.run(setup, out)
+    print("\n".join(engine_bench.summary_lines(rows)))
+    print(f"\n{len(rows)} records written to {out_path}")
+    return 0
+
+
 def cmd_distill(args) -> int:
     from .training import distill
 
     return distill.run(args)
 
 
-COMMANDS = {"models": cmd_models, "run": cmd_run, "bench": cmd_bench, "distill": cmd_distill}
+COMMANDS = {"models": cmd_models, "run": cmd_run, "bench": cmd_bench, "engine-bench": cmd_engine_bench,
+            "distill": cmd_distill}
 
 
 def main(argv: list[str] | None = None) -> int:

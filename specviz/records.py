@@ -149,12 +149,21 @@ class Run:
 
     def acceptance_by_position(self) -> list[float]:
         """P(draft token i accepted | it was drafted), for i = 0 .. longest draft - 1."""
+        reached, accepted = self.position_counts()
+        return [a / n for a, n in zip(accepted, reached)]
+
+    def position_counts(self) -> tuple[list[int], list[int]]:
+        """Per draft position i: how many rounds drafted a token there, and how many of those were accepted
+        (kept so acceptance by position can be pooled over runs, as engine-bench pools vLLM's counters)."""
         longest = max((len(r.drafted) for r in self.rounds), default=0)
-        rates = []
-        for i in range(longest):
-            reached = [r for r in self.rounds if len(r.drafted) > i]
-            rates.append(sum(r.n_accepted > i for r in reached) / len(reached))
-        return rates
+        reached = [sum(len(r.drafted) > i for r in self.rounds) for i in range(longest)]
+        accepted = [sum(len(r.drafted) > i and r.n_accepted > i for r in self.rounds) for i in range(longest)]
+        return reached, accepted
+
+    @property
+    def drafting_rounds(self) -> int:
+        """Rounds that drafted at least one token (vLLM counts only these as drafts)."""
+        return sum(bool(r.drafted) for r in self.rounds)
 
     def summary(self) -> dict:
         return {
