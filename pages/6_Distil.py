@@ -103,7 +103,8 @@ if result["losses"]:
                       yaxis2=dict(overlaying="y", side="right", range=[0, 1], title="greedy agreement"))
     st.plotly_chart(fig, key="ds-loss")
 if result["evaluation"]:
-    rows = [{"draft": str(path).rsplit("/", 1)[-1], "α": e["all"]["alpha"],
+    rows = [{"draft": ("ngram+" if str(path).startswith("ngram+") else "") + str(path).rsplit("/", 1)[-1],
+             "α": e["all"]["alpha"],
              "tokens / round": e["all"]["mean_accepted_tokens"], "c": e["all"]["c"],
              "measured speedup": e["all"]["speedup"], "identical": f"{e['all']['identical']}/{e['all']['prompts']}"}
             for path, e in result["evaluation"].items()]

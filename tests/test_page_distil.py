@@ -86,3 +86,31 @@ def test_distil_page_trains_races_and_adds_the_draft_to_every_picker(cache):
     assert NAME in rounds.selectbox(key="rounds-draft").options
     compare = AppTest.from_file(str(ROOT / "pages" / "3_Compare_drafts.py"), default_timeout=60).run()
     assert NAME in compare.multiselect(key="cmp-drafts").options
+
+
+def test_distil_page_trains_a_draft_head_with_a_live_curve_and_races_it(cache):
+    """Head mode: the target answers 7 prompts (16 tokens), reads no documents, 10 steps, the race on 7 prompts."""
+    name = "my-head-0k-s10"
+    at = AppTest.from_file(PAGE, default_timeout=900).run()
+    at.radio(key="ds-kind").set_value("draft head").run()
+    at.slider(key="ds-docs").set_value(0)
+    at.slider(key="ds-prompts").set_value(2)
+    at.slider(key="ds-samples").set_value(0)
+    at.slider(key="ds-answer").set_value(16)
+    at.slider(key="ds-steps").set_value(10)
+    at.slider(key="ds-eval").set_value(1)
+    at.run()
+    assert at.button(key="ds-run").label == f"Distil {name}"
+    at.button(key="ds-run").click().run()
+    assert not at.exception
+    assert not at.error, [e.value for e in at.error]
+    assert "step 10/10" in at.get("progress")[0].proto.text
+    curve = json.loads(at.get("plotly_chart")[0].proto.spec)
+    loss = next(d for d in curve["data"] if d["name"] == "loss")
+    assert values(loss, "x") == list(range(10)) and all(math.isfinite(y) and y > 0 for y in values(loss, "y"))
+    table = at.dataframe[0].value
+    assert table["draft"].tolist()[:3] == [name, f"ngram+{name}", "ngram"]
+    assert all(v.endswith("/7") for v in table["identical"]), "lossless on every evaluation prompt"
+    assert (cache / "drafts" / name / "head.json").is_file()
+    rounds = AppTest.from_file(str(ROOT / "pages" / "1_Rounds.py"), default_timeout=60).run()
+    assert {name, f"ngram+{name}"} <= set(rounds.selectbox(key="rounds-draft").options)
