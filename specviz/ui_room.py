@@ -25,10 +25,9 @@ ROOM_ENV = "SPECVIZ_ROOM"
 KEY_ENV = "SPECVIZ_PRESENTER_KEY"
 APP_DIR = Path(__file__).resolve().parent.parent
 FOLLOW_POLL_S = 0.5  # a follower sees a new step within this plus one page redraw
-_PRESENTER, _FOLLOW, _FOLLOWED = "_room-presenter", "_room-follow", "_room-followed-version"
+_PRESENTER, _FOLLOW, _FOLLOWED, _GOTO = "_room-presenter", "_room-follow", "_room-followed-version", "_room-goto"
 BIG_TYPE = """<style>
-html { font-size: 21px; }
-[data-testid="stMainBlockContainer"] .sv-text { font-size: 1.5rem; line-height: 2.2; }
+html { font-size: 21px !important; }
 [data-testid="stMainBlockContainer"] p, [data-testid="stMainBlockContainer"] li { font-size: 1.2rem; }
 </style>"""
 
@@ -86,7 +85,7 @@ def room_bar(page: str) -> None:
     learner's follow-along."""
     admit()
     if is_presenter():
-        st.html(BIG_TYPE)
+        st.markdown(BIG_TYPE, unsafe_allow_html=True)  # st.html keeps its CSS to itself
         now = stage().current()
         if now is None or now.page != page:  # a new page; the page itself publishes its position
             publish(page)
@@ -95,6 +94,9 @@ def room_bar(page: str) -> None:
             st.code(follow_link(), language=None)
             st.caption("Keys: ← → step through the rounds (Rounds page), Home jumps to the first.")
     elif following():
+        goto = st.session_state.pop(_GOTO, None)
+        if goto is not None and goto != page:
+            st.switch_page(goto)
         with st.sidebar:
             _follow(page)
     elif room_mode():
@@ -113,13 +115,13 @@ def publish(page: str, state: dict | None = None) -> None:
         stage().publish(page, state or {})
 
 
-def _apply(slide: Slide, page: str) -> None:
+def _apply(slide: Slide) -> None:
+    """Copy the slide into this session and redraw the whole page (or open the presenter's page)."""
     for key, value in slide.state.items():
         st.session_state[key] = value
     st.session_state[_FOLLOWED] = slide.version
-    if slide.page != page:
-        st.switch_page(slide.page)
-    st.rerun()
+    st.session_state[_GOTO] = slide.page
+    st.rerun()  # app-wide; `room_bar` switches page outside the fragment, where st.switch_page is reliable
 
 
 @st.fragment(run_every=FOLLOW_POLL_S)
@@ -133,4 +135,4 @@ def _follow(page: str) -> None:
     if slide is None:
         st.caption("The presenter has not started yet.")
     elif slide.version != st.session_state.get(_FOLLOWED) or slide.page != page:
-        _apply(slide, page)
+        _apply(slide)
