@@ -67,7 +67,7 @@ def replay():
     n = len(run.rounds)
     step = min(max(st.session_state.get("rounds-step", n), 1), n)
     keys = ui_room.is_presenter()
-    b1, b2, b3, b4, b5 = st.columns([1, 1, 1, 4, 1])
+    b1, b2, b3, b4, b5 = st.columns([1, 1, 1, 3, 2])
     if b1.button("« First", key="rounds-first", shortcut="Home" if keys else None):
         step = 1
     if b2.button("◀ Back", key="rounds-back", shortcut="Left" if keys else None):

@@ -66,7 +66,11 @@ def serve(env: dict | None = None, log_name: str = "streamlit.log"):
         yield url, server
     finally:
         server.terminate()
-        server.wait(timeout=20)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:  # a run still measuring holds the process: end it
+            server.kill()
+            server.wait(timeout=20)
         log.close()
 
 
