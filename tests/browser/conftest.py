@@ -1,5 +1,6 @@
 """Real-browser fixtures: a Streamlit server on a free port and Debian's Chromium via Playwright."""
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -38,30 +39,42 @@ def browser_context_args(browser_context_args):
     return {**browser_context_args, "viewport": {"width": 1280, "height": 2000}}
 
 
-@pytest.fixture(scope="session")
-def app_url():
+@contextlib.contextmanager
+def serve(env: dict | None = None, log_name: str = "streamlit.log"):
+    """A Streamlit server for app.py on a free port, yielding (url, process); terminated afterwards."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     SCREENSHOTS.mkdir(exist_ok=True)
-    log = open(SCREENSHOTS / "streamlit.log", "w")
+    log = open(SCREENSHOTS / log_name, "w")
     server = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.address", "127.0.0.1",
          "--server.port", str(port), "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                break
-        except OSError:
-            time.sleep(0.5)
-    else:
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail(f"the Streamlit server did not become healthy in 60 s; see screenshots/{log_name}")
+        yield url, server
+    finally:
         server.terminate()
-        pytest.fail("the Streamlit server did not become healthy in 60 s; see screenshots/streamlit.log")
-    yield url
-    server.terminate()
-    server.wait(timeout=20)
-    log.close()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:  # a run still measuring holds the process: end it
+            server.kill()
+            server.wait(timeout=20)
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def app_url():
+    with serve() as (url, _):
+        yield url
