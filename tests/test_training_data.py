@@ -8,7 +8,7 @@ import torch
 from tiny import wrap
 from specviz.training import store
 from specviz.training.answers import eval_prompts
-from specviz.training.features import capture, load_features
+from specviz.training.features import capture, load_features, shard_names
 from specviz.training.texts import Text, document_texts, written_prompts
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -26,8 +26,10 @@ def test_capture_matches_the_targets_forward_and_resumes_without_running_it(targ
     texts = [Text("answers" if i < 70 else "documents", torch.randint(2, 90, (5 + i % 9,), generator=generator).tolist(), 2)
              for i in range(80)]  # two shards of answers, one of documents
     manifest = capture(target, texts, tmp_path, batch=16, progress=False, say=lambda m: None)
-    # Shards of 64 texts, named by their first text's source and their index.
-    assert sorted(manifest["shards"]) == ["answers-00000.safetensors", "answers-00001.safetensors"]
+    # Shards of 64 texts, named by their first text's source, their index and a hash of their tokens.
+    assert [n.rsplit("-", 1)[0] for n in sorted(manifest["shards"])] == ["answers-00000", "answers-00001"]
+    changed = [Text(t.source, t.ids + [3], t.answer_from) for t in texts[:64]] + texts[64:]
+    assert set(shard_names(changed)) & set(manifest["shards"]) == {sorted(manifest["shards"])[1]}  # only the same texts
     got = load_features(tmp_path)
     assert got.positions == sum(len(t.ids) for t in texts)
     by_tokens = {tuple(t.tolist()): f for t, f in zip(got.tokens, got.features)}

@@ -5,12 +5,14 @@ into p) and predicts the next one. Reading a text costs one batched forward, so 
 thousand positions take minutes on a CPU. The target's p at every position is its head applied
 to f, so no logits are stored: training recomputes p from f exactly.
 
-Shards of texts are written one at a time (safetensors, fp16 features), named by source and index,
-so an interrupted capture resumes at the first missing shard.
+Shards of texts are written one at a time (safetensors, fp16 features), named by their source, index
+and a hash of their tokens, so an interrupted capture resumes at the first missing shard and a
+changed text list never reuses a shard that holds other texts.
 """
 
 from __future__ import annotations
 
+import hashlib
 import sys
 import time
 from dataclasses import dataclass
@@ -55,6 +57,16 @@ def hidden_states(target: LoadedModel, texts: list[Text], fast: bool = False) ->
     return [hidden[i, : len(t.ids)].half().cpu() for i, t in enumerate(texts)]
 
 
+def shard_names(texts: list[Text]) -> list[str]:
+    """One name per SHARD_TEXTS texts: source, index and a hash of the shard's tokens."""
+    names = []
+    for i in range(0, len(texts), SHARD_TEXTS):
+        chunk = texts[i : i + SHARD_TEXTS]
+        digest = hashlib.sha1(repr([t.ids for t in chunk]).encode()).hexdigest()[:10]
+        names.append(f"{chunk[0].source}-{i // SHARD_TEXTS:05d}-{digest}.safetensors")
+    return names
+
+
 def capture(target: LoadedModel, texts: list[Text], folder: Path, batch: int = 16, fast: bool = False,
             progress: bool = True, say=lambda m: print(m, file=sys.stderr)) -> dict:
     """Capture features for `texts` into `folder` (resuming), and return the manifest."""
@@ -63,7 +75,7 @@ def capture(target: LoadedModel, texts: list[Text], folder: Path, batch: int = 1
     folder.mkdir(parents=True, exist_ok=True)
     manifest = store.load_json(folder / "manifest.json", {"shards": {}, "seconds": 0.0})
     shards = [texts[i : i + SHARD_TEXTS] for i in range(0, len(texts), SHARD_TEXTS)]
-    names = [f"{chunk[0].source}-{i:05d}.safetensors" for i, chunk in enumerate(shards)]
+    names = shard_names(texts)
     todo = [(n, c) for n, c in zip(names, shards) if n not in manifest["shards"] or not (folder / n).is_file()]
     positions = sum(len(t.ids) for _, chunk in todo for t in chunk)
     hidden = target.model.config.hidden_size

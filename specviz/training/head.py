@@ -33,7 +33,7 @@ from ..heads import DraftHead, HeadInfo, HeadShape, embedding_check, save_head
 from ..models import SHIPPED_DRAFTS, LoadedModel, load_model
 from . import store
 from .answers import fast_autocast, generate_data, train_prompts
-from .features import Features, capture, load_features
+from .features import Features, capture, load_features, shard_names
 from .loop import Schedule, Training, batch_indices, train_loop
 from .texts import Text, answer_texts, document_texts, written_prompts
 
@@ -130,7 +130,7 @@ def collect(cfg: HeadConfig, target: LoadedModel, progress: bool = True,
     texts += docs
     folder = work / f"features-{slug}"
     manifest = capture(target, texts, folder, progress=progress, say=say)
-    features = load_features(folder, _shard_names(texts, manifest))
+    features = load_features(folder, [n for n in shard_names(texts) if n in manifest["shards"]])
     counts = Counter()
     for s in answers.sequences + (own.sequences if own else []):
         counts.update(s.answer.tolist())
@@ -149,14 +149,6 @@ def collect(cfg: HeadConfig, target: LoadedModel, progress: bool = True,
     say(f"data: {features.trained_positions:,} trained positions ({features.positions:,} read), "
         f"features captured in {manifest['seconds'] / 60:.1f} min")
     return HeadData(features, counts, summary)
-
-
-def _shard_names(texts: list[Text], manifest: dict) -> list[str]:
-    """The shards that hold `texts` (the same naming as `capture`)."""
-    from .features import SHARD_TEXTS
-
-    names = [f"{texts[i].source}-{i // SHARD_TEXTS:05d}.safetensors" for i in range(0, len(texts), SHARD_TEXTS)]
-    return [n for n in names if n in manifest["shards"]]
 
 
 @torch.no_grad()
