@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from specviz import ui
+from specviz import ui, ui_replay
 from specviz.views import charts, figures, tables, tokens
 
 st.set_page_config(page_title="Rounds · SpecViz", page_icon="🔎", layout="wide")
@@ -52,13 +52,19 @@ st.caption(f"{run.draft} → {run.target} · γ={run.settings['gamma']}{' (adapt
 ui.legend()
 
 
-@st.fragment
+if st.session_state.get("rounds-step-of") != id(comparison):  # a new run starts fully shown, not playing
+    st.session_state["rounds-step-of"], st.session_state["rounds-step"] = id(comparison), len(run.rounds)
+    st.session_state["rounds-playing"] = False
+p1, p2 = st.columns([1, 4], vertical_alignment="bottom")
+playing = ui_replay.play_pause(p1, "rounds", len(run.rounds))
+interval = ui_replay.interval(p2, "rounds")
+
+
+@st.fragment(run_every=interval if playing else None)
 def replay():
-    """Step through the run; only this part redraws, no model is called."""
+    """Step through the run; only this part redraws, no model is called. While playing, one round per tick."""
     n = len(run.rounds)
-    if st.session_state.get("rounds-step-of") != id(comparison):  # a new run starts fully shown
-        st.session_state["rounds-step-of"], st.session_state["rounds-step"] = id(comparison), n
-    step = min(max(st.session_state["rounds-step"], 1), n)
+    step = ui_replay.tick("rounds", n, interval)
     b1, b2, b3, b4 = st.columns([1, 1, 1, 5])
     if b1.button("« First", key="rounds-first"):
         step = 1

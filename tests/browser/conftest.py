@@ -1,5 +1,6 @@
 """Real-browser fixtures: a Streamlit server on a free port and Debian's Chromium via Playwright."""
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -38,13 +39,14 @@ def browser_context_args(browser_context_args):
     return {**browser_context_args, "viewport": {"width": 1280, "height": 2000}}
 
 
-@pytest.fixture(scope="session")
-def app_url():
+@contextlib.contextmanager
+def streamlit_server(log_name: str = "streamlit.log"):
+    """`streamlit run app.py` on a free port, healthy; its URL. Terminated afterwards."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     SCREENSHOTS.mkdir(exist_ok=True)
-    log = open(SCREENSHOTS / "streamlit.log", "w")
+    log = open(SCREENSHOTS / log_name, "w")
     server = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.address", "127.0.0.1",
          "--server.port", str(port), "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
@@ -60,8 +62,16 @@ def app_url():
             time.sleep(0.5)
     else:
         server.terminate()
-        pytest.fail("the Streamlit server did not become healthy in 60 s; see screenshots/streamlit.log")
-    yield url
-    server.terminate()
-    server.wait(timeout=20)
-    log.close()
+        pytest.fail(f"the Streamlit server did not become healthy in 60 s; see screenshots/{log_name}")
+    try:
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def app_url():
+    with streamlit_server() as url:
+        yield url
