@@ -26,7 +26,8 @@ def _toggle(key: str, n: int) -> None:
 def play_pause(container, key: str, n: int) -> bool:
     """The Play / Pause button for rounds 1..n; True while playing."""
     playing = st.session_state.get(f"{key}-playing", False)
-    container.button("⏸ Pause" if playing else "▶ Play", key=f"{key}-play", on_click=_toggle, args=(key, n),
+    container.button("Pause" if playing else "Play", icon=":material/pause:" if playing else ":material/play_arrow:",
+                     key=f"{key}-play", on_click=_toggle, args=(key, n),
                      help="Replay the rounds one by one, at the speed chosen beside")
     return st.session_state.get(f"{key}-playing", False)
 

@@ -100,10 +100,10 @@ def test_the_distribution_lab_reveals_tv_beside_its_noise_band(no_model):
 def test_rounds_auto_replay_plays_and_pauses():
     at = AppTest.from_file("../pages/1_Rounds.py", default_timeout=60).run()  # the recorded demo: no model
     n = len(ui.load_demo().spec.rounds)
-    assert at.session_state["rounds-step"] == n and at.button(key="rounds-play").label == "▶ Play"
+    assert at.session_state["rounds-step"] == n and at.button(key="rounds-play").label == "Play"
     at.select_slider(key="rounds-speed").set_value("4×").run()
     at.button(key="rounds-play").click().run()
-    assert at.session_state["rounds-playing"] and at.button(key="rounds-play").label == "⏸ Pause"
+    assert at.session_state["rounds-playing"] and at.button(key="rounds-play").label == "Pause"
     assert at.session_state["rounds-step"] == 1  # from the start
     at.run()  # a rerun before the interval does not move it
     assert at.session_state["rounds-step"] == 1
@@ -115,3 +115,18 @@ def test_rounds_auto_replay_plays_and_pauses():
     time.sleep(0.3)
     at.run()
     assert not at.session_state["rounds-playing"] and at.session_state["rounds-step"] == 2
+
+
+@pytest.mark.slow
+def test_run_it_live_replaces_the_recording_for_this_session():
+    at = lesson_page(step=2)
+    recorded = lesson_runs.load().runs["main"]
+    question_before = at.radio[0].key
+    at.button(key="lesson-live-main-2").click().run(timeout=600)
+    assert not at.exception and not at.error
+    live = at.session_state["lesson-live"]["runs"]["main"]
+    assert live.spec.settings == recorded.spec.settings and live.spec.draft == recorded.spec.draft
+    assert live.identical and live.spec.output_ids == recorded.spec.output_ids  # greedy, exact: the same text
+    assert any("Run live on this machine" in c.value for c in at.caption)
+    assert at.radio[0].key != question_before  # a fresh prediction on the live run
+    assert "default" in ui.loaded_models()
