@@ -108,14 +108,16 @@ def fail_question(run: Run, source: str) -> Question | None:
     r = fail_round(run)
     if r is None or not r.drafted:
         return None
-    options = tuple(f"draft {i + 1}: «{_tok(r.drafted_text[i] if i < len(r.drafted_text) else '')}»"
-                    for i in range(len(r.drafted))) + ("none: all kept",)
-    answer = r.rejected_position if r.rejected_position is not None else len(r.drafted)
+    texts = [_tok(r.drafted_text[i] if i < len(r.drafted_text) else "") for i in range(len(r.drafted))]
+    options = tuple(f"draft {i + 1}: «{t}»" for i, t in enumerate(texts)) + ("none: all kept",)
+    if r.rejected_position is None:
+        answer, explain = len(r.drafted), f"The target agreed with every draft and added the bonus «{_tok(r.next_text)}»."
+    else:
+        answer = r.rejected_position
+        explain = (f"The target's own choice at that position was «{_tok(r.next_text)}», so «{texts[answer]}» was refused "
+                   "and every draft after it discarded with it.")
     return Question(f"accept-reject:{source}:{r.index}", f"Round {r.index + 1}: which draft does the target refuse first?",
-                    options, answer,
-                    f"The target's own choice at that position was «{_tok(r.next_text)}», so «"
-                    f"{_tok(options[answer].split('«')[-1].rstrip('»')) if answer < len(r.drafted) else ''}» was refused "
-                    f"and everything after it discarded with it.")
+                    options, answer, explain)
 
 
 def sampling_pick(run: Run) -> tuple[Round, int] | None:
