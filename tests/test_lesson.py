@@ -1,6 +1,8 @@
 """The lesson's logic and its shipped recordings: questions from real records, scoring, the distribution lab."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -96,3 +98,10 @@ def test_recorded_lab_exact_within_the_noise_relaxed_above():
 def test_missing_recordings_say_how_to_make_them(tmp_path):
     with pytest.raises(Exception, match="record_lesson.py"):
         lesson_runs.load(tmp_path)
+
+
+def test_record_script_refuses_bad_arguments_with_one_line():
+    done = subprocess.run([sys.executable, "scripts/record_lesson.py", "--lab-samples", "5"], capture_output=True,
+                          text=True, cwd=lesson_runs.LESSON_DIR.parents[1], timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == ["record_lesson: --lab-samples must be at least 20 and --repeats at least 1"]
