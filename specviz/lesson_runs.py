@@ -40,6 +40,7 @@ SAMPLE_DRAFT = "smol-draft-1l128"  # distilled from the target's own answers: it
 
 # Groups: the steps that read them. One measured run per recipe.
 MAIN, SAMPLED, DRAFTS, GAMMA, RELAXED, FASTER = "main", "sampled", "drafts", "gamma", "relaxed", "faster"
+GROUPS = (MAIN, SAMPLED, DRAFTS, GAMMA, RELAXED, FASTER)
 
 
 @dataclass(frozen=True)
@@ -148,25 +149,52 @@ def record_lab(target: LoadedModel, setup: LabSetup, load: Loader, on_run=None) 
     return sample_first_tokens(target, lambda: build_drafter(setup.draft, target, load), setup, on_run)
 
 
+def kept_lab(folder: Path, setup: LabSetup) -> LabRecord | None:
+    """The lab already recorded in `folder`, if it was made with exactly `setup` (else None: record it again)."""
+    try:
+        lab = LabRecord.from_dict(json.loads((folder / LAB).read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError):
+        return None
+    return lab if lab.setup == asdict(setup) else None
+
+
+def lab_made(folder: Path) -> dict:
+    """When and how the kept lab was recorded, from the manifest it came with."""
+    info = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    return info.get("lab_made") or {"made_by": info["made_by"], "made_on": info["made_on"], "date": info["date"]}
+
+
 def manifest(all_recipes: list[Recipe], lab: LabSetup, command: str, drafts: list[str], repeats: int,
-             seconds: float) -> dict:
-    """How the recordings were made: the command, the machine, and every run's draft, prompt and settings."""
+             seconds: float, lab_made: dict | None = None) -> dict:
+    """How the recordings were made: the command, the machine, and every run's draft, prompt and settings.
+    `lab_made`: where the lab was kept from an earlier recording (--keep-lab), that recording's command, machine
+    and date. Each run's entry also says when and by which command it was made (see `merge`)."""
+    now = {"made_by": command, "made_on": measure.machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     return {
-        "made_by": command,
-        "made_on": measure.machine(),
+        **now,
         "python": platform.python_version(),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "recording_seconds": round(seconds, 1),
         "drafts": drafts,
         "repeats": repeats,
         "runs": {r.name: {"group": r.group, "draft": r.draft, "prompt_id": r.prompt_id, "settings": r.settings.to_dict(),
-                          "full_record": r.full} for r in all_recipes},
+                          "full_record": r.full, **now} for r in all_recipes},
         "lab": asdict(lab),
+        "lab_made": lab_made or now,
         "how": "every run: specviz.measure.compare (the speculative run and the target alone, same prompt and settings, "
                "after a warm-up, timed by the same loop); runs on one prompt and settings share one baseline. "
                "lab: specviz.distribution.sample_first_tokens (seeded runs of specviz.decode.generate). "
                "Saved with specviz.records.dumps.",
     }
+
+
+def merge(old: Recording, runs: dict[str, Comparison], info: dict) -> tuple[dict[str, Comparison], dict]:
+    """An earlier recording with some runs made again (record_lesson.py --only GROUP): the new runs and their
+    manifest entries replace the old ones; everything else, the lab included, keeps its own provenance."""
+    merged_runs = {**old.runs, **runs}
+    entries = {**old.manifest["runs"], **{n: info["runs"][n] for n in runs}}
+    merged = {**old.manifest, "runs": {n: entries[n] for n in merged_runs},
+              "updated": {"made_by": info["made_by"], "made_on": info["made_on"], "date": info["date"], "runs": sorted(runs)}}
+    return merged_runs, merged
 
 
 def save(folder: Path, runs: dict[str, Comparison], lab: LabRecord, info: dict) -> None:

@@ -108,8 +108,11 @@ def live_button(group_name: str, what: str) -> None:
         st.rerun()
 
 
-def provenance(source: str, what: str = "") -> None:
-    made = recording().manifest
+def provenance(source: str, group_name: str, what: str = "") -> None:
+    """Where the runs shown come from: the recording (machine, date, command) or this session."""
+    manifest = recording().manifest
+    runs = [info for info in manifest["runs"].values() if info["group"] == group_name]
+    made = {k: runs[0].get(k, manifest[k]) for k in ("made_on", "date", "made_by")} if runs else manifest
     if source == "rec":
         st.caption(f"Recorded by the project ({what or 'real runs'}) on {made['made_on']}, {made['date']}, with "
                    f"`{made['made_by']}`.")
@@ -210,7 +213,7 @@ def step_bottleneck() -> None:
                f"{base.prompt[:160]}…")
     st.markdown("Reading the prompt took **one** pass for all its tokens; writing takes one pass **per** token. "
                 "Speculative decoding makes the target check several tokens in one pass, the way it reads a prompt.")
-    provenance(source, f"target alone, {base.new_tokens} tokens")
+    provenance(source, lesson_runs.MAIN, f"target alone, {base.new_tokens} tokens")
     live_button(lesson_runs.MAIN, "the target alone and the n-gram draft")
 
 
@@ -226,7 +229,7 @@ def step_draft_verify() -> None:
         st.markdown(f"Checking {len(r.drafted)} drafts (+1 position) took **{1000 * r.verify_seconds:.1f} ms**, "
                     f"one plain target step {step_ms:.1f} ms: this round gave **{r.emitted} tokens** for one pass.")
         ui.legend()
-    provenance(source, f"{run.draft} drafting, {run.new_tokens} tokens")
+    provenance(source, lesson_runs.MAIN, f"{run.draft} drafting, {run.new_tokens} tokens")
     live_button(lesson_runs.MAIN, f"{run.draft} and the target alone")
 
 
@@ -243,7 +246,7 @@ def step_accept_reject() -> None:
         st.caption("Timeline of the first rounds: every drafted token and its fate")
         st.html(tokens.timeline_html(run, upto_round=min(len(run.rounds) - 1, 7)))
         ui.legend()
-    provenance(source)
+    provenance(source, lesson_runs.MAIN)
     live_button(lesson_runs.MAIN, f"{run.draft} and the target alone")
 
 
@@ -266,7 +269,7 @@ def step_sampling() -> None:
             if r.rejected_position is not None and r.alternatives:
                 st.plotly_chart(charts.residual_figure(r), key="lesson-sampling-residual")
             ui.legend()
-    provenance(source, f"{run.draft}, sampling")
+    provenance(source, lesson_runs.SAMPLED, f"{run.draft}, sampling")
     live_button(lesson_runs.SAMPLED, f"{run.draft}, sampling")
 
 
@@ -282,7 +285,7 @@ def step_bonus() -> None:
         bonus = sum(x.next_kind == "bonus" for x in run.rounds)
         st.markdown(f"In this run **{bonus} of {len(run.rounds)} rounds** ended with a bonus token.")
         ui.legend()
-    provenance(source)
+    provenance(source, lesson_runs.MAIN)
     live_button(lesson_runs.MAIN, f"{run.draft} and the target alone")
 
 
@@ -305,7 +308,7 @@ def step_worksheet() -> None:
         st.caption("Per-position acceptance: α falls along the draft, because a draft is only tested if all before it "
                    "were kept.")
         st.plotly_chart(charts.acceptance_by_position_figure({run.draft: run}), key="lesson-bypos")
-    provenance(source)
+    provenance(source, lesson_runs.MAIN)
     live_button(lesson_runs.MAIN, f"{run.draft} and the target alone")
 
 
@@ -317,7 +320,7 @@ def step_cost() -> None:
         _table(runs, lambda n: n.split(":", 1)[1])
         st.markdown("The target drafting for itself keeps everything (α = 1) and still loses: each round pays γ full "
                     "target steps to draft. A draft must be **cheap** (small c) as well as right.")
-    provenance(source, "each drafter against the target alone, same prompt, γ and length")
+    provenance(source, lesson_runs.DRAFTS, "each drafter against the target alone, same prompt, γ and length")
     live_button(lesson_runs.DRAFTS, "every drafter, ~1 min")
 
 
@@ -331,7 +334,7 @@ def step_gamma() -> None:
         _table(runs, lambda n: f"γ = {n.split(':', 1)[1]}")
         st.caption("Differences of a few percent are within the timing noise of a shared CPU; the theory line uses each "
                    "run's own α, c and verification cost.")
-    provenance(source)
+    provenance(source, lesson_runs.GAMMA)
     live_button(lesson_runs.GAMMA, "each γ, ~1 min")
 
 
@@ -342,7 +345,7 @@ def step_draft_choice() -> None:
     if predict(lesson.draft_question(drafts, source)):
         st.plotly_chart(lesson_charts.drafts_figure(drafts), key="lesson-drafts")
         _table(drafts, lambda n: n.split(":", 1)[1])
-    provenance(source)
+    provenance(source, lesson_runs.DRAFTS)
     live_button(lesson_runs.DRAFTS, "every drafter, ~1 min")
 
 
@@ -360,7 +363,7 @@ def step_relaxed() -> None:
         left.html(tokens.CSS + f'<div class="sv-text">{loosest.baseline.text}</div>')
         right.caption(f"Relaxed, τ = {loosest_name.split(':', 1)[1]} ({loosest.agreement:.0%} token agreement)")
         right.html(tokens.output_html(loosest.spec))
-    provenance(source)
+    provenance(source, lesson_runs.RELAXED)
     live_button(lesson_runs.RELAXED, "each τ, ~1 min")
 
 
@@ -378,7 +381,7 @@ def step_faster() -> None:
         mean = sum(c.speedup for c in runs.values()) / len(runs)
         st.markdown(f"Mean speedup **{mean:.2f}×**. Copying-heavy prompts (a context to quote, a text to summarise) gain; "
                     "open answers, which copy little, gain little or lose.")
-    provenance(source)
+    provenance(source, lesson_runs.FASTER)
     live_button(lesson_runs.FASTER, "every prompt, ~1 min")
 
 

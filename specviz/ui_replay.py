@@ -12,6 +12,7 @@ import time
 
 import streamlit as st
 
+_now = time.monotonic  # the replay's clock (a test moves it by hand)
 SPEEDS = {"0.5×": 2.0, "1×": 1.0, "2×": 0.5, "4×": 0.25}  # seconds per round
 
 
@@ -20,7 +21,7 @@ def _toggle(key: str, n: int) -> None:
     state[f"{key}-playing"] = not state.get(f"{key}-playing", False)
     if state[f"{key}-playing"] and state.get(f"{key}-step", n) >= n:
         state[f"{key}-step"] = 1  # from the start when the last round is shown
-    state[f"{key}-played-at"] = time.monotonic()
+    state[f"{key}-played-at"] = _now()
 
 
 def play_pause(container, key: str, n: int) -> bool:
@@ -43,7 +44,7 @@ def tick(key: str, n: int, seconds: float) -> int:
     state = st.session_state
     step = min(max(state.get(f"{key}-step", n), 1), n)
     if state.get(f"{key}-playing"):
-        now = time.monotonic()
+        now = _now()
         if now - state.get(f"{key}-played-at", 0.0) >= 0.9 * seconds:
             step, state[f"{key}-played-at"] = min(n, step + 1), now
         state[f"{key}-step"] = step
