@@ -41,7 +41,7 @@ def keep(page, name: str) -> None:
 
 
 def test_walk_the_lesson_with_the_keyboard(page, lesson_url, browser):
-    page.goto(lesson_url)
+    page.goto(lesson_url, timeout=180_000)  # a busy shared CPU can hold the first load a while
     wait_idle(page)
     run = lesson_runs.load().runs["main"].spec
     for n in range(1, len(lesson.STEPS) + 1):
@@ -89,7 +89,7 @@ def test_walk_the_lesson_with_the_keyboard(page, lesson_url, browser):
 
     fresh = browser.new_context(viewport={"width": 1280, "height": 2000})  # a step's link, in a fresh browser
     other = fresh.new_page()
-    other.goto(f"{lesson_url}?step=7")
+    other.goto(f"{lesson_url}?step=7", timeout=180_000)
     wait_idle(other)
     check_step(other, 7)
     fresh.close()
