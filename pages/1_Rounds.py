@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from specviz import links, ui, ui_room
+from specviz import links, ui, ui_replay, ui_room
 from specviz.views import charts, figures, tables, tokens
 
 st.set_page_config(page_title="Rounds · SpecViz", page_icon="🔎", layout="wide")
@@ -61,11 +61,20 @@ st.caption(f"{run.draft} → {run.target} · γ={run.settings['gamma']}{' (adapt
 ui.legend()
 
 
-@st.fragment
+if st.session_state.get("rounds-step-of") != id(comparison):  # a new run does not start playing
+    st.session_state["rounds-step-of"] = id(comparison)
+    st.session_state["rounds-playing"] = False
+p1, p2 = st.columns([1, 4], vertical_alignment="bottom")
+playing = ui_replay.play_pause(p1, "rounds", len(run.rounds))
+interval = ui_replay.interval(p2, "rounds")
+
+
+@st.fragment(run_every=interval if playing else None)
 def replay():
-    """Step through the run; only this part redraws, no model is called. A presenter steps with the keys."""
+    """Step through the run; only this part redraws, no model is called. While playing, one round per tick;
+    a presenter steps with the keys."""
     n = len(run.rounds)
-    step = min(max(st.session_state.get("rounds-step", n), 1), n)
+    step = ui_replay.tick("rounds", n, interval)
     keys = ui_room.is_presenter()
     b1, b2, b3, b4, b5 = st.columns([1, 1, 1, 3, 2])
     if b1.button("« First", key="rounds-first", shortcut="Home" if keys else None):

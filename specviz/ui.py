@@ -51,10 +51,26 @@ SWEEP_COLUMNS = {
 }
 
 
+@st.cache_resource(show_spinner=False)
+def _loaded_names() -> tuple[threading.Lock, list[str]]:
+    return threading.Lock(), []
+
+
 @st.cache_resource(show_spinner=False, max_entries=8)
 def cached_model(name: str, device: str = "auto", dtype: str = "auto"):
     """Loaded once per process and shared by all sessions: read-only from here on."""
-    return load_model(name, device, dtype)
+    model = load_model(name, device, dtype)
+    lock, names = _loaded_names()
+    with lock:
+        names.append(name)
+    return model
+
+
+def loaded_models() -> list[str]:
+    """Models this app process has loaded so far (pages that need none show it)."""
+    lock, names = _loaded_names()
+    with lock:
+        return list(names)
 
 
 @st.cache_resource(show_spinner=False)
@@ -267,8 +283,10 @@ def measured_run(target_name: str, draft: str, prompt: str, settings: Decoding, 
         return measure.compare(target, make, prompt, settings, baseline=baselines[key], repeats=repeats)
 
 
+@st.cache_resource(show_spinner=False)
 def load_demo() -> Comparison | None:
-    """The run recorded by the project and shipped in assets/: shown at once, before models load."""
+    """The run recorded by the project and shipped in assets/: shown at once, before models load (one shared,
+    read-only copy, so a page can tell it is still showing the same run)."""
     if DEMO_RUN.is_file():
         return loads(DEMO_RUN.read_text(encoding="utf-8"))
     return None

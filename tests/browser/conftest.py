@@ -78,3 +78,10 @@ def serve(env: dict | None = None, log_name: str = "streamlit.log"):
 def app_url():
     with serve() as (url, _):
         yield url
+
+
+@contextlib.contextmanager
+def streamlit_server(log_name: str = "streamlit.log"):
+    """A server of its own for a test module; its URL."""
+    with serve(log_name=log_name) as (url, _):
+        yield url
