@@ -26,7 +26,7 @@ from tiny import (
     padded_copy,
     tiny_llama,
 )
-from transformers import BertConfig, BertForMaskedLM, LlamaForCausalLM
+from transformers import BertConfig, BertForMaskedLM, LlamaModel
 
 from specviz import config, ui
 from specviz.cli import main
@@ -250,7 +250,7 @@ def out_of_memory(*args, **kwargs):
 
 
 def test_cli_29_out_of_memory(capsys, folders, monkeypatch):
-    monkeypatch.setattr(LlamaForCausalLM, "forward", out_of_memory)
+    monkeypatch.setattr(LlamaModel, "forward", out_of_memory)  # every target forward runs the base model
     err = cli_error(capsys, run_args("--target", folders["target"]))
     assert err.endswith("the GPU ran out of memory; pick a smaller target or draft, lower max new tokens, "
                         "load in fp16 (--dtype fp16), or run on the CPU (--device cpu)")
@@ -348,7 +348,7 @@ def test_app_21_draft_with_padded_embeddings_works_losslessly(page, folders):
 def test_app_29_out_of_memory_then_keeps_working(page, monkeypatch):
     kept = page.session_state["rounds-result"]
     with monkeypatch.context() as patch:
-        patch.setattr(LlamaForCausalLM, "forward", out_of_memory)
+        patch.setattr(LlamaModel, "forward", out_of_memory)
         page.slider(key="rounds-gamma").set_value(2).run()
         assert_refused(page, kept, "the GPU ran out of memory; pick a smaller target or draft, lower max new tokens, "
                                    "or run SpecViz on a machine with more GPU memory")
