@@ -104,11 +104,10 @@ def write_card(run_dir: Path, out_dir: Path) -> Path:
     return card
 
 
-def head_card(info, evaluation: dict | None, command: str) -> str:
+def head_card(info, evaluation: dict | None, command: str, name: str) -> str:
     """README.md of a draft head (specviz.heads): shape, draft vocabulary and coverage, data, training, EVAL figures."""
     tr, data, s = info.trained, info.trained["data"], info.shape
-    cfg = tr["config"]
-    name = Path(cfg.get("out") or cfg.get("name") or "head").name or "head"
+    cfg = {**tr["config"], "name": name}
     a, w, d = data["answers"], data["written"], data["documents"]
     lines = [
         f"# {cfg.get('name') or name}",
@@ -138,8 +137,7 @@ def head_card(info, evaluation: dict | None, command: str) -> str:
         f"- local documents read by the target (Python's language reference topics and standard-library code, as chat "
         f"answers): {d['texts']} chunks, {d['tokens']:,} tokens",
         f"- {data['trained_positions']:,} trained positions ({data['positions']:,} read); the target's features "
-        f"captured in {data['capture_minutes']:.1f} min (fp32, one teacher-forced forward per batch); data in all "
-        f"{data['minutes']:.1f} min on {tr['device']}",
+        f"captured in {data['capture_minutes']:.1f} min on {tr['device']} (fp32, one teacher-forced forward per batch)",
         "",
         "## Training",
         "",
@@ -155,4 +153,12 @@ def head_card(info, evaluation: dict | None, command: str) -> str:
     ]
     if evaluation:
         lines += evaluation_section(evaluation)
+        race = evaluation.get("race") or {}
+        if race:
+            lines += ["", "The race on the same prompts, settings and baselines (`--eval-only` reruns it):", "",
+                      "| draft | α | tokens / round | c | measured speedup (mean) | median | identical |",
+                      "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+            for drafter, f in race.items():
+                lines.append(f"| {drafter} | {f['alpha']:.3f} | {f['mean_accepted_tokens']:.2f} | {f['c']:.3f} | "
+                             f"{f['speedup']:.2f}x | {f['median_speedup']:.2f}x | {f['identical']}/{f['prompts']} |")
     return "\n".join(lines) + "\n"

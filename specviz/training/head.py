@@ -344,7 +344,6 @@ def evaluate_head(cfg: HeadConfig, target: LoadedModel, per_category: int = 0, s
     from ..heads import read_info
     from ..models import draft_folders
     from .answers import eval_prompts
-    from .card import head_card
     from .evaluate import measure_drafts
 
     settings = settings or Decoding(gamma=3, max_new_tokens=64)
@@ -357,12 +356,32 @@ def evaluate_head(cfg: HeadConfig, target: LoadedModel, per_category: int = 0, s
     info = read_info(cfg.out_dir)
     mine = results[head]
     mine["coverage"] = coverage([t for r in mine["rows"] for t in r["target_tokens"]], info.vocab)
-    mine["race"] = {name: {k: e["all"][k] for k in ("alpha", "mean_accepted_tokens", "c", "speedup", "median_speedup",
-                                                    "identical", "prompts")} for name, e in results.items()}
+    mine["race"] = {_label(name): {k: e["all"][k] for k in ("alpha", "mean_accepted_tokens", "c", "speedup",
+                                                            "median_speedup", "identical", "prompts")}
+                    for name, e in results.items()}
     store.save_json(cfg.run_dir / "evaluation.json", {k: v for k, v in mine.items() if k != "rows"})
-    (cfg.out_dir / "README.md").write_text(head_card(info, mine, command or command_for(info.trained["config"])),
-                                           encoding="utf-8")
+    write_head_card(cfg, command)
     return results
+
+
+def _label(drafter: str) -> str:
+    """A drafter spec as people read it: folder paths by their name (ngram+head:/x/h -> ngram+h)."""
+    if drafter.startswith("ngram+head:"):
+        return "ngram+" + Path(drafter[len("ngram+head:"):]).name
+    return Path(drafter).name if "/" in drafter else drafter
+
+
+def write_head_card(cfg: HeadConfig, command: str = "") -> Path:
+    """(Re)write a head's README.md from its head.json and the evaluation.json of its run folder."""
+    from ..heads import read_info
+    from .card import head_card
+
+    info = read_info(cfg.out_dir)
+    evaluation = store.load_json(cfg.run_dir / "evaluation.json")
+    card = cfg.out_dir / "README.md"
+    card.write_text(head_card(info, evaluation, command or command_for(info.trained["config"]), cfg.head_name),
+                    encoding="utf-8")
+    return card
 
 
 def command_for(config: dict) -> str:
@@ -418,6 +437,6 @@ def run(args) -> int:
     print(f"\n{'draft':<28} {'α':>6} {'acc/round':>9} {'c':>6} {'speedup':>8} {'identical':>9}")
     for name, e in results.items():
         f = e["all"]
-        print(f"{Path(name).name if '/' in name else name:<28} {f['alpha']:>6.3f} {f['mean_accepted_tokens']:>9.2f} "
+        print(f"{_label(name):<28} {f['alpha']:>6.3f} {f['mean_accepted_tokens']:>9.2f} "
               f"{f['c']:>6.3f} {f['speedup']:>7.2f}x {f['identical']:>5}/{f['prompts']}")
     return 0
