@@ -15,6 +15,10 @@ python -m specviz bench --draft smol-draft-1l128 --draft smol-draft-2l256 --prom
 # 3. the distilled drafts in issue #4's setting (64 new tokens), 4 prompts per workload.
 python -m specviz bench --draft smol-draft-1l128 --draft smol-draft-2l256 --prompts eval --per-category 4 \
     --gamma 4 --max-new-tokens 64 --out "$out/eval28-greedy-g4-t64-drafts.jsonl"
+# 3b. the draft head's race (head, ngram+head, ngram, distilled drafts), 2 prompts per workload, γ=2, 64 tokens;
+#     rewrites assets/drafts/smol-head-8k/README.md.
+python -m specviz distill --kind head --eval-only --eval-prompts 2 --eval-gamma 2 --eval-tokens 64
+cp artifacts/heads/smol-head-8k/evaluation.json "$out/head-race-eval14-g2-t64.json"
 # 4. recording overhead and where the time goes.
 python benchmarks/overhead.py --draft ngram --draft smol-draft-1l128 --prompts eval --per-category 1 \
     --max-new-tokens 128 --repeats 3 --out "$out/overhead.jsonl" | tee "$out/overhead.txt"
