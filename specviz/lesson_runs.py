@@ -32,7 +32,7 @@ from .records import Comparison, Run, dumps, load_comparisons
 
 LESSON_DIR = Path(__file__).resolve().parent.parent / "assets" / "lesson"
 RUNS, LAB, MANIFEST = "runs.json", "lab.json", "manifest.json"
-DEFAULT_DRAFTS = ("ngram", "layerskip:8", "smol-draft-1l128", "smol-draft-2l256")
+DEFAULT_DRAFTS = ("ngram", "ngram+smol-head-8k", "smol-head-8k", "layerskip:8", "smol-draft-2l256")
 GAMMAS = (1, 2, 3, 4, 6, 8)
 TOLERANCES = (0.0, 1.0, 2.0, 4.0)  # τ in nats; 0 with top-k 1 is exact verification
 RELAXED_TOP_K = 3
