@@ -11,6 +11,7 @@ summary|detailed` (vLLM ≥ 0.32), that chunk carries `metrics.speculative_decod
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import time
 from dataclasses import dataclass, field
@@ -191,5 +192,16 @@ def run_level(url: str, model: str, items: list[dict], concurrency: int, max_tok
               chat: bool) -> tuple[list[RequestResult], float]:
     """All items with at most `concurrency` in flight; the results and the wall time of the level."""
     start = time.perf_counter()
-    results = asyncio.run(_level(url, model, items, concurrency, max_tokens, chat))
+    results = _run(_level(url, model, items, concurrency, max_tokens, chat))
     return results, time.perf_counter() - start
+
+
+def _run(coroutine):
+    """asyncio.run, also from a thread whose event loop is already running (a notebook, Playwright's sync API):
+    then the requests get a loop of their own in a worker thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
