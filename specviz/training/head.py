@@ -35,7 +35,7 @@ from . import store
 from .answers import fast_autocast, generate_data, train_prompts
 from .features import Features, capture, load_features, shard_names
 from .loop import Schedule, Training, batch_indices, train_loop
-from .texts import Text, answer_texts, document_texts, written_prompts
+from .texts import answer_texts, document_texts, written_prompts
 
 WORK_DIR = SHIPPED_DRAFTS.parent.parent / "artifacts" / "heads"  # data, features, checkpoints (git-ignored)
 
