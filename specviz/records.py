@@ -32,6 +32,29 @@ class Alternative:
 
 
 @dataclass
+class TreeRecord:
+    """A round's token tree (specviz.trees): every drafted node, whether or not the target reached it."""
+
+    tokens: list[int]
+    parents: list[int]  # node i follows node parents[i]; -1 = the last committed token
+    q: list[float]  # draft probability of each node's token (under its parent's q)
+    p: list[float | None]  # target probability of each node's token; None where the target never looked
+    status: list[str]  # ACCEPTED (the kept branch), REJECTED (tested and refused) or DRAFTED (never reached)
+    text: list[str] = field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def depth(self) -> int:
+        level: list[int] = []
+        for parent in self.parents:
+            level.append(1 if parent < 0 else level[parent] + 1)
+        return max(level, default=0)
+
+
+@dataclass
 class Round:
     index: int
     gamma: int  # γ used this round (adaptive, and cut so no draft lies past max-new-tokens)
@@ -48,6 +71,14 @@ class Round:
     verify_seconds: float
     drafted_text: list[str] = field(default_factory=list)
     next_text: str = ""
+    # A tree round: all its nodes. `drafted` then shows the branch the target walked: the kept nodes and the
+    # first child it refused after them, so every chain view reads a tree round too.
+    tree: TreeRecord | None = None
+
+    @property
+    def verified(self) -> int:
+        """Drafted tokens the target read in its forward (γ of a chain, the node count of a tree)."""
+        return self.tree.size if self.tree else len(self.drafted)
 
     @property
     def rejected_position(self) -> int | None:
@@ -199,7 +230,8 @@ class Run:
         try:
             data = dict(data)
             data["rounds"] = [
-                Round(**{**r, "alternatives": [[Alternative(**a) for a in pos] for pos in r["alternatives"]]})
+                Round(**{**r, "alternatives": [[Alternative(**a) for a in pos] for pos in r["alternatives"]],
+                         "tree": TreeRecord(**r["tree"]) if r.get("tree") else None})
                 for r in data["rounds"]
             ]
             names = {f.name for f in fields(cls)}
@@ -241,6 +273,12 @@ def _check_types(run: Run) -> None:
                 f"round {r.index} probabilities/times")
         need(len(r.q) == len(r.p) == len(r.drafted) and 0 <= r.n_accepted <= len(r.drafted), f"round {r.index} sizes")
         need(r.next_kind in (RESAMPLED, BONUS, TARGET), f"round {r.index} next_kind")
+        if r.tree is not None:
+            t = r.tree
+            ints(t.tokens, f"round {r.index} tree tokens")
+            ints(t.parents, f"round {r.index} tree parents")
+            need(len(t.parents) == len(t.q) == len(t.p) == len(t.status) == len(t.tokens)
+                 and all(-1 <= parent < i for i, parent in enumerate(t.parents)), f"round {r.index} tree shape")
 
 
 @dataclass
