@@ -289,10 +289,8 @@ class HeadDrafter(Drafter):
         features: dict[int, torch.Tensor] = {}  # node -> the feature the head predicted after reading it
         slots: dict[int, int] = {}
 
-        def q_full(feature):
-            full = torch.zeros(feature.shape[0], self.vocab_size, dtype=feature.dtype, device=feature.device)
-            full[:, self.vocab_ids] = distribution(feature @ self.rows.T, sampling)  # q is 0 off the draft vocabulary
-            return full
+        def q_draft(feature):  # q on the draft vocabulary
+            return distribution(feature @ self.rows.T, sampling)
 
         def expand(nodes, tokens, parents):
             for node in nodes:
@@ -308,10 +306,12 @@ class HeadDrafter(Drafter):
             out = self.head.step(self.embedding[token_ids], inputs, self.cache, positions, allowed)
             for node, feature in zip(nodes, out):
                 features[node] = feature
-            return q_full(out)
+            return q_draft(out)
 
-        grown = grow(q_full(self.feature.view(1, -1))[0], expand, self.tree, depth, sampling, generator)
-        return Proposal(torch.tensor(grown.tokens, device=context.device), grown.rows, grown.parents)
+        grown = grow(q_draft(self.feature.view(1, -1))[0], expand, self.tree, depth, sampling, generator, self.vocab_ids)
+        full = torch.zeros(len(grown.tokens), self.vocab_size, dtype=grown.rows.dtype, device=context.device)
+        full[:, self.vocab_ids] = grown.rows  # q is 0 off the draft vocabulary
+        return Proposal(torch.tensor(grown.tokens, device=context.device), full, grown.parents)
 
     def feedback(self, n_accepted, n_drafted, hidden=None, kept=None):
         super().feedback(n_accepted, n_drafted)

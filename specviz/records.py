@@ -153,7 +153,33 @@ class Run:
 
     @property
     def draft_seconds_per_token(self) -> float:
-        return self.draft_seconds / self.drafted if self.drafted else 0.0
+        """Drafting time per token drafted (every node of a tree counts)."""
+        verified = sum(r.verified for r in self.rounds)
+        return self.draft_seconds / verified if verified else 0.0
+
+    @property
+    def is_tree(self) -> bool:
+        return any(r.tree for r in self.rounds)
+
+    def accept_by_rank(self) -> list[float]:
+        """a_r: how often a tree's rank-r child was kept when the target reached its parent (tree rounds only)."""
+        tested: list[int] = []
+        kept: list[int] = []
+        for t in (r.tree for r in self.rounds if r.tree):
+            reached = {-1} | {i for i, s in enumerate(t.status) if s == ACCEPTED}
+            for rank, parent, status in zip(theory.sibling_ranks(t.parents), t.parents, t.status):
+                if parent in reached:
+                    tested += [0] * (rank + 1 - len(tested))
+                    kept += [0] * (rank + 1 - len(kept))
+                    tested[rank] += 1
+                    kept[rank] += status == ACCEPTED
+        return [k / n if n else 0.0 for k, n in zip(kept, tested)]
+
+    def tree_expected_tokens(self) -> float:
+        """The tree theory's tokens per round: each round's shape under the run's own a_r (chain rounds give 1)."""
+        a = self.accept_by_rank()
+        values = [theory.tree_expected_tokens(r.tree.parents, a) if r.tree else 1.0 for r in self.rounds]
+        return statistics.fmean(values) if values else 0.0
 
     @property
     def step_seconds(self) -> float:
@@ -190,6 +216,11 @@ class Run:
         reached = [sum(len(r.drafted) > i for r in self.rounds) for i in range(longest)]
         accepted = [sum(len(r.drafted) > i and r.n_accepted > i for r in self.rounds) for i in range(longest)]
         return reached, accepted
+
+    @property
+    def mean_verified(self) -> float:
+        """Drafted tokens the target read per round (a tree's nodes, a chain's drafts)."""
+        return statistics.fmean(r.verified for r in self.rounds) if self.rounds else 0.0
 
     @property
     def drafting_rounds(self) -> int:
@@ -326,15 +357,24 @@ class Comparison:
 
     @property
     def theoretical_speedup(self) -> float:
-        """(1-α^(γ+1)) / ((1-α)(γc+1)) from the run's own per-token α, c and γ (tokens drafted per round)."""
+        """(1-α^(γ+1)) / ((1-α)(γc+1)) from the run's own per-token α, c and γ (tokens drafted per round).
+        A tree run: the tree theory's tokens per round (its shapes and a_r) over its drafting cost plus one step."""
+        if self.spec.is_tree:
+            return self._tree_theory(1.0)
         return theory.expected_speedup(self.spec.implied_alpha, self.spec.mean_drafted, self.cost_ratio)
 
     @property
     def theoretical_speedup_measured_verify(self) -> float:
         """The same with the verification forward costed as measured instead of as one step."""
+        if self.spec.is_tree:
+            return self._tree_theory(self.verify_cost)
         return theory.expected_speedup(
             self.spec.implied_alpha, self.spec.mean_drafted, self.cost_ratio, self.verify_cost
         )
+
+    def _tree_theory(self, verify_steps: float) -> float:
+        return theory.tree_speedup(self.spec.tree_expected_tokens(), self.cost_ratio * self.spec.mean_verified,
+                                   verify_steps)
 
     def summary(self) -> dict:
         return {

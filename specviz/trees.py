@@ -123,11 +123,12 @@ class Grown:
 
 
 def grow(root_q: torch.Tensor, expand: Callable[[list[int], list[int], list[int]], torch.Tensor],
-         shape: TreeShape, max_depth: int, sampling: Sampling, generator) -> Grown:
+         shape: TreeShape, max_depth: int, sampling: Sampling, generator, vocab: torch.Tensor | None = None) -> Grown:
     """Grow a tree from q at the root (EAGLE-2's expand, then rerank).
 
     expand(nodes, tokens, parents) reads the given new nodes (their tokens, the tree so far) and returns q
-    at each of them, [len(nodes), V]: the drafter's forward over them with tree attention.
+    at each of them, [len(nodes), V]: the drafter's forward over them with tree attention. q may live on a
+    draft vocabulary: `vocab` then maps its indices to token ids, and the rows returned stay on it.
     """
     k = shape.branching
     tokens: list[int] = []
@@ -141,8 +142,9 @@ def grow(root_q: torch.Tensor, expand: Callable[[list[int], list[int], list[int]
         for parent, q, parent_value in zip(frontier, frontier_q, value):
             drawn = _draw(q, k, sampling, generator)
             running = float("inf")
-            for rank, token in enumerate(drawn.tolist()):
-                prior = STATIC_PRIOR[min(rank, len(STATIC_PRIOR) - 1)] if shape.mode == "static" else float(q[token])
+            token_ids = (drawn if vocab is None else vocab[drawn]).tolist()
+            for rank, (index, token) in enumerate(zip(drawn.tolist(), token_ids)):
+                prior = STATIC_PRIOR[min(rank, len(STATIC_PRIOR) - 1)] if shape.mode == "static" else float(q[index])
                 # A later sibling never outranks an earlier one: kept children are a prefix of the draw order,
                 # which recursive rejection sampling requires.
                 running = min(running, parent_value * prior)
