@@ -68,3 +68,28 @@ def tree_expected_tokens(parents: list[int], accept_by_rank: list[float]) -> flo
 def tree_speedup(tokens_per_round: float, draft_steps: float, verify_steps: float) -> float:
     """Tokens per round ÷ what a round costs in target steps (drafting plus the tree's verification)."""
     return tokens_per_round / (draft_steps + verify_steps)
+
+
+def best_tree(accept_by_rank: list[float], budget: int, max_depth: int = 16) -> list[int]:
+    """Parents of the tree of `budget` nodes with the most expected tokens for the given a_r: grown one node at a
+    time, always the candidate (a next child of a node already in) with the highest chance of being reached."""
+    parents: list[int] = []
+    reach: list[float] = []
+    depth: list[int] = []
+    next_rank = {-1: 0}
+    while len(parents) < budget:
+        best, value = None, -1.0
+        for node, rank in next_rank.items():
+            if rank >= len(accept_by_rank) or (node >= 0 and depth[node] >= max_depth):
+                continue
+            candidate = (1.0 if node < 0 else reach[node]) * accept_by_rank[rank]
+            if candidate > value:
+                best, value = node, candidate
+        if best is None:
+            break
+        parents.append(best)
+        reach.append(value)
+        depth.append(1 if best < 0 else depth[best] + 1)
+        next_rank[best] += 1
+        next_rank[len(parents) - 1] = 0
+    return parents

@@ -15,14 +15,6 @@ import statistics
 from datetime import date
 from pathlib import Path
 
-import torch
-from transformers import DynamicCache
-
-from .decode import Clock, target_forward
-from .measure import machine
-from .models import LoadedModel
-from .trees import keep_branch, target_attention
-
 VERIFY_COST_FILE = Path(__file__).resolve().parent.parent / "assets" / "trees" / "verify_cost.json"
 
 
@@ -31,14 +23,22 @@ def binary_tree(n: int) -> list[int]:
     return [-1 if i < 2 else (i - 2) // 2 for i in range(n)]
 
 
-@torch.inference_mode()
-def measure_verify_cost(target: LoadedModel, max_nodes: int = 32, context: int = 160, repeats: int = 20) -> dict:
-    """v(N) for N = 1 .. max_nodes, and the plain step time it is relative to."""
+def measure_verify_cost(target, max_nodes: int = 32, context: int = 160, repeats: int = 20) -> dict:
+    """v(N) for N = 1 .. max_nodes, and the plain step time it is relative to (target: a LoadedModel).
+
+    The model stack is imported here, so pages that only show a shipped measurement stay light.
+    """
+    import torch
+    from transformers import DynamicCache
+
+    from .decode import Clock, target_forward
+    from .measure import machine
+    from .trees import keep_branch, target_attention
+
     device, clock = target.device, Clock(target.device)
     generator = torch.Generator().manual_seed(0)
     ids = torch.randint(100, min(target.vocab_size, 20000), (1, context + max_nodes + 1), generator=generator).to(device)
     cache = DynamicCache(config=target.model.config)
-    target_forward(target, ids[:, : context - 1], cache, head=False)
 
     def forward(n: int) -> float:
         """One forward over the root and n tree nodes (n = 0: a plain step), its head on one row; cache restored."""
@@ -50,13 +50,15 @@ def measure_verify_cost(target: LoadedModel, max_nodes: int = 32, context: int =
         keep_branch(cache, context - 1, n + 1, [])
         return seconds
 
-    for n in (0, max_nodes, 0):  # warm-up
-        forward(n)
-    step_times, node_times = [], {n: [] for n in range(1, max_nodes + 1)}
-    for _ in range(repeats):  # interleaved, so a slow moment touches every N alike
-        step_times.append(forward(0))
-        for n in node_times:
-            node_times[n].append(forward(n))
+    with torch.inference_mode():
+        target_forward(target, ids[:, : context - 1], cache, head=False)
+        for n in (0, max_nodes, 0):  # warm-up
+            forward(n)
+        step_times, node_times = [], {n: [] for n in range(1, max_nodes + 1)}
+        for _ in range(repeats):  # interleaved, so a slow moment touches every N alike
+            step_times.append(forward(0))
+            for n in node_times:
+                node_times[n].append(forward(n))
     step = statistics.median(step_times)
     return {
         "target": target.name,

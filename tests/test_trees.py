@@ -260,3 +260,60 @@ def test_tree_settings_are_checked():
         Decoding(tree=TreeShape(budget=4), sampling=Sampling(temperature=1.0),
                  verification=Verification(mode="relaxed", lenience=0.5))
     assert Decoding.from_dict(Decoding(tree=TreeShape(budget=6)).to_dict()).tree.budget == 6
+
+
+# --- the theory of trees --------------------------------------------------------------------------
+def test_a_chain_is_the_tree_with_rank_zero_only():
+    from specviz import theory
+
+    for alpha, gamma in ((0.3, 2), (0.7, 5), (0.9, 8)):
+        chain = list(range(-1, gamma - 1))
+        assert theory.tree_expected_tokens(chain, [alpha]) == pytest.approx(theory.expected_tokens(alpha, gamma))
+
+
+def test_the_best_tree_beats_the_chain_of_as_many_nodes_and_keeps_the_budget():
+    from specviz import theory
+
+    a = [0.3, 0.12, 0.06]
+    for n in range(1, 9):
+        parents = theory.best_tree(a, n, max_depth=n)
+        assert len(parents) == n and all(-1 <= p < i for i, p in enumerate(parents))
+        assert theory.tree_expected_tokens(parents, a) >= theory.expected_tokens(a[0], n) - 1e-12
+    assert theory.best_tree(a, 3, max_depth=8) == [-1, -1, 0]  # second guess at the root beats a third level
+
+
+def test_tree_theory_from_a_runs_own_rank_acceptance_matches_its_tokens_per_round(target, make_drafter):
+    run = generate(target, make_drafter("tiny-padded"), "w1 w2 w3 w4 w5",
+                   Decoding(gamma=4, max_new_tokens=60, tree=TreeShape(budget=6, branching=2)))
+    assert run.is_tree and run.accept_by_rank()[0] > 0
+    assert run.tree_expected_tokens() == pytest.approx(run.mean_accepted_tokens, rel=0.25)
+
+
+# --- the lab pages compare a chain with a tree at the same tokens verified ------------------------
+def test_compare_drafts_with_a_tree_runs_each_draft_as_tree_and_as_chain_of_as_many_tokens(target, load):
+    from specviz import sweeps
+    from tiny import PROMPTS as TINY_PROMPTS
+
+    settings = Decoding(gamma=3, max_new_tokens=10, tree=TreeShape(budget=5))
+    points = sweeps.compare_drafts(target, ["tiny-padded", "ngram"], list(TINY_PROMPTS[:2]), settings, load=load)
+    table = sweeps.draft_table(points)
+    assert table["draft"].tolist() == ["tiny-padded · tree 5", "tiny-padded · chain γ=5", "ngram · tree 5",
+                                       "ngram · chain γ=5"]
+    for p in points:
+        run = p.comparison.spec
+        assert p.comparison.identical
+        assert run.settings["gamma"] == (5 if "chain" in p.draft else 3)
+        assert run.settings["tree"]["budget"] == (0 if "chain" in p.draft else 5)
+
+
+def test_draft_length_sweep_with_trees_measures_a_tree_at_each_gamma(target, load):
+    from specviz import sweeps
+    from tiny import PROMPTS as TINY_PROMPTS
+
+    points = sweeps.gamma_sweep(target, "tiny-padded", [TINY_PROMPTS[0]], [2, 4], Decoding(max_new_tokens=12), load=load,
+                                tree_depth=3)
+    trees = [p for p in points if p.draft == sweeps.tree_label("tiny-padded")]
+    assert [p.gamma for p in trees] == [2, 4]
+    for p in trees:
+        assert p.comparison.spec.is_tree and p.comparison.identical
+        assert max(r.tree.size for r in p.comparison.spec.rounds if r.tree) <= p.gamma
