@@ -217,6 +217,9 @@ def _figures(c: Comparison | None, run) -> list[tuple[str, str]]:
         ("mean accepted tokens per round", f"{run.mean_accepted_tokens:.2f}"),
         ("tokens/s", f"{run.tokens_per_second:.1f}"),
     ]
+    if run.is_tree:
+        rows += [("tree nodes verified per round", f"{run.mean_verified:.2f}"),
+                 ("kept by sibling rank a_r", " ".join(f"{a:.2f}" for a in run.accept_by_rank()))]
     if c is not None:
         rows += [
             ("baseline tokens/s", f"{c.baseline.tokens_per_second:.1f}"),
