@@ -18,8 +18,8 @@ and the kept drafts). Most drafters ignore it; a feature-level head (specviz.hea
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass, replace
 from pathlib import Path
-from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -29,7 +29,7 @@ from .config import MAX_GAMMA, Decoding, Sampling, TreeShape
 from .errors import ConfigError
 from .heads import KVCache, is_head, load_head
 from .models import LoadedModel, draft_folders, load_model, shared_vocab
-from .trees import Grown, depths, grow, keep_branch, trie, visibility
+from .trees import Grown, depths, grow, keep_branch, merge_trees, trie, visibility
 from .verify import choose, distribution
 
 
@@ -339,8 +339,21 @@ class HybridDrafter(Drafter):
 
     def propose(self, context, k, sampling, generator) -> Proposal:
         proposal = self.ngram.propose(context, k, sampling, generator)
-        # In an n-gram round the head reads nothing: the true features wait for its next proposal.
-        return proposal if proposal.ids.shape[0] else self.head.propose(context, k, sampling, generator)
+        if not proposal.ids.shape[0]:
+            return self.head.propose(context, k, sampling, generator)
+        if not self.tree.on or proposal.ids.shape[0] >= self.tree.budget:
+            # In an n-gram round the head reads nothing: the true features wait for its next proposal.
+            return proposal
+        # A tree with room left: the n-gram branches first, then the head's best guesses beside them (where the
+        # copied text goes wrong, the head's alternatives may be right). Both are kept as certain proposals (one-hot
+        # q): candidates fixed before verification keep recursive rejection sampling exact whatever drew them.
+        copied = proposal.parents if proposal.parents is not None else list(range(-1, proposal.ids.shape[0] - 1))
+        self.head.tree = replace(self.tree, budget=self.tree.budget - len(copied))
+        guessed = self.head.propose(context, k, sampling, generator)
+        self.head.tree = self.tree
+        tokens, parents = merge_trees((proposal.ids.tolist(), copied),
+                                      (guessed.ids.tolist(), guessed.parents or []), self.tree.budget)
+        return Proposal(torch.tensor(tokens, dtype=torch.long, device=context.device), None, parents)
 
     def feedback(self, n_accepted, n_drafted, hidden=None, kept=None):
         super().feedback(n_accepted, n_drafted)

@@ -73,11 +73,12 @@ def visibility(parents: list[int], slots: list[int], rows: list[int], past: int,
 
     slots[i] is the cache entry (after the first `past`) that holds node i. Returns a bool [len(rows), total].
     """
-    allowed = torch.zeros(len(rows), total, dtype=torch.bool, device=device)
-    allowed[:, :past] = True
+    tail = [[False] * (total - past) for _ in rows]  # built as lists: one tensor copy, not an op per entry
     for r, node in enumerate(rows):
         for a in ancestors(parents, node):
-            allowed[r, past + slots[a]] = True
+            tail[r][slots[a]] = True
+    allowed = torch.ones(len(rows), total, dtype=torch.bool, device=device)
+    allowed[:, past:] = torch.tensor(tail, dtype=torch.bool, device=device)
     return allowed
 
 
@@ -205,6 +206,15 @@ def trie(branches: list[list[int]], budget: int) -> tuple[list[int], list[int]]:
                 parents.append(parent)
             parent = node
     return tokens, parents
+
+
+def merge_trees(first: tuple[list[int], list[int]], second: tuple[list[int], list[int]], budget: int):
+    """One tree of at most `budget` nodes: every path of the first tree, then those of the second (shared
+    prefixes become one path). Each tree is (tokens, parents)."""
+    def paths(tokens, parents):
+        return [[tokens[a] for a in ancestors(parents, node)] for node in range(len(tokens))]
+
+    return trie(paths(*first) + paths(*second), budget)
 
 
 # --- verification ----------------------------------------------------------------------------

@@ -317,3 +317,26 @@ def test_draft_length_sweep_with_trees_measures_a_tree_at_each_gamma(target, loa
     for p in trees:
         assert p.comparison.spec.is_tree and p.comparison.identical
         assert max(r.tree.size for r in p.comparison.spec.rounds if r.tree) <= p.gamma
+
+
+def test_hybrid_tree_puts_the_heads_guesses_beside_the_copied_text(target, make_drafter):
+    drafter = make_drafter("ngram+tiny-head")
+    copied = []  # per round: nodes the n-gram lookup proposed, and whether the head drafted beside them
+    ngram_propose, head_propose = drafter.ngram.propose, drafter.head.propose
+
+    def spy_ngram(*args):
+        proposal = ngram_propose(*args)
+        copied.append([proposal.ids.shape[0], False])
+        return proposal
+
+    def spy_head(*args):
+        copied[-1][1] = copied[-1][0] > 0
+        return head_propose(*args)
+
+    drafter.ngram.propose, drafter.head.propose = spy_ngram, spy_head
+    prompt = "w40 w41 w7 w40 w41 w7 w40 w41"
+    run = generate(target, drafter, prompt, Decoding(gamma=4, max_new_tokens=15, tree=TreeShape(budget=8)))
+    assert run.output_ids == generate(target, None, prompt, Decoding(max_new_tokens=15)).output_ids
+    merged = [(n, r.tree) for (n, both), r in zip(copied, run.rounds) if both]
+    assert merged and all(t.size > n for n, t in merged)  # the head's guesses sit beside the copied branch
+    assert all(q == 1.0 for _, t in merged for q in t.q)  # fixed candidates: one-hot q, so sampling stays exact
