@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every figure of the README's performance section, on this machine (about 50 minutes on the 2-core CPU).
+# Every figure of the README's performance section, on this machine (about 75 minutes on the 2-core CPU).
 # Run it on a quiet machine: other jobs on the same cores distort every timing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +19,15 @@ python -m specviz bench --draft smol-draft-1l128 --draft smol-draft-2l256 --prom
 #     rewrites assets/drafts/smol-head-8k/README.md.
 python -m specviz distill --kind head --eval-only --eval-prompts 2 --eval-gamma 2 --eval-tokens 64
 cp artifacts/heads/smol-head-8k/evaluation.json "$out/head-race-eval14-g2-t64.json"
+# 3c. token trees against chains that verify as many tokens (N = 4 and N = 8 nodes, 128 tokens), and v(N).
+python -m specviz verify-cost --max-nodes 32 --repeats 15 --out assets/trees/verify_cost.json
+python -m specviz bench --prompts eval --per-category 2 --max-new-tokens 128 --draft ngram --draft smol-head-8k \
+    --draft ngram+smol-head-8k --draft smol-draft-1l128 --gamma 4 --tree-budget 4 --tree-branching 2 --tree-vs-chain \
+    --out "$out/trees-eval14-n4-t128.jsonl" | tee "$out/trees-n4.txt"
+python -m specviz bench --prompts eval --per-category 2 --max-new-tokens 128 --draft smol-head-8k \
+    --draft ngram+smol-head-8k --draft ngram --gamma 8 --tree-budget 8 --tree-branching 2 --tree-vs-chain \
+    --out "$out/trees-eval14-n8-t128.jsonl" | tee "$out/trees-n8.txt"
+python benchmarks/trees_report.py "$out"/trees-eval14-n4-t128.jsonl "$out"/trees-eval14-n8-t128.jsonl > "$out/trees.md"
 # 4. recording overhead and where the time goes.
 python benchmarks/overhead.py --draft ngram --draft smol-draft-1l128 --prompts eval --per-category 1 \
     --max-new-tokens 128 --repeats 3 --out "$out/overhead.jsonl" | tee "$out/overhead.txt"

@@ -87,7 +87,10 @@ def replay():
     d2.caption("2 · the target verifies in one pass")
     d2.html(tokens.CSS + '<div class="sv-text">' + "".join(tokens.round_spans(current, upto_emitted=False)) + "</div>")
     if current.tree:
-        st.plotly_chart(tree_charts.tree_figure(current), key="rounds-tree")
+        st.plotly_chart(tree_charts.tree_figure(current), key="rounds-tree-figure")
+    elif run.is_tree:
+        st.caption("This round drafted no tree: the run had room for one more token only.")
+    if current.tree:
         if st.toggle("Show the tree's attention mask", key="rounds-mask"):
             st.plotly_chart(tree_charts.mask_figure(current), key="rounds-mask-figure")
     if current.rejected_position is not None:

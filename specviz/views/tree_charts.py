@@ -23,33 +23,38 @@ def _label(text: str) -> str:
     return repr(text)[1:-1] if text.strip() else repr(text)
 
 
-def _rows(tree: TreeRecord) -> list[float]:
-    """A vertical place per node: leaves one below the other in drawing order, a parent level with its children."""
-    place: dict[int, float] = {}
+def _rows(tree: TreeRecord, next_after: int) -> tuple[list[float], float]:
+    """A vertical place per node (the root last) and one for the next token, which follows node `next_after`
+    as one more child: leaves one below the other in drawing order, a parent level with its children."""
+    place: dict[int | str, float] = {}
     next_leaf = [0]
 
+    def leaf(key) -> float:
+        place[key] = next_leaf[0]
+        next_leaf[0] += 1
+        return place[key]
+
     def visit(node: int) -> float:
-        kids = children(tree.parents, node)
-        if not kids:
-            place[node] = next_leaf[0]
-            next_leaf[0] += 1
-        else:
-            place[node] = sum(visit(k) for k in kids) / len(kids)
+        places = [visit(k) for k in children(tree.parents, node)]
+        if node == next_after:
+            places.append(leaf("next"))
+        place[node] = sum(places) / len(places) if places else leaf(node)
         return place[node]
 
     visit(-1)
-    return [place[i] for i in range(tree.size)] + [place[-1]]
+    return [place[i] for i in range(tree.size)] + [place[-1]], place["next"]
 
 
 def tree_figure(r: Round) -> go.Figure:
     """The round's tree, root at the left, with the kept branch highlighted and the next token after it."""
     tree = r.tree
     level = depths(tree.parents)
-    y = _rows(tree)
+    kept = [i for i, s in enumerate(tree.status) if s == ACCEPTED]
+    last = kept[-1] if kept else -1
+    y, next_y = _rows(tree, last)
     root_y = y[-1]
     ranks = sibling_ranks(tree.parents)
     text = tree.text or [str(t) for t in tree.tokens]
-    kept = [i for i, s in enumerate(tree.status) if s == ACCEPTED]
     fig = go.Figure()
     for status in (DRAFTED, REJECTED, ACCEPTED):  # edges: kept ones thick and green, the others thin grey
         xs, ys = [], []
@@ -78,19 +83,21 @@ def tree_figure(r: Round) -> go.Figure:
                         line=dict(width=2, color=COLOURS[status])),
             name={ACCEPTED: "kept (accepted branch)", REJECTED: "refused by the target",
                   DRAFTED: "drafted, never reached"}[status]))
-    last = kept[-1] if kept else -1
+    next_x = (level[last] if last >= 0 else 0) + 1  # the next token follows the kept branch
+    fig.add_trace(go.Scatter(x=[next_x - 1, next_x], y=[y[last] if last >= 0 else root_y, next_y], mode="lines",
+                             hoverinfo="skip", showlegend=False, line=dict(color=COLOURS[r.next_kind], width=3, dash="dot")))
     fig.add_trace(go.Scatter(
-        x=[(level[last] if last >= 0 else 0) + 1], y=[y[last] if last >= 0 else root_y], mode="markers+text",
+        x=[next_x], y=[next_y], mode="markers+text",
         text=[_label(r.next_text)], textposition="top center",
         marker=dict(symbol=SYMBOLS[r.next_kind], size=16, color=COLOURS[r.next_kind]),
         name=DESCRIPTIONS[r.next_kind], hovertext=[f"{DESCRIPTIONS[r.next_kind]} · p (target) = {r.next_p:.3f}"],
         hoverinfo="text"))
     fig.update_layout(
-        height=max(260, 36 * (max(y) + 2)), margin=dict(l=10, r=10, t=40, b=10),
+        height=max(300, 44 * (max(y + [next_y]) + 3)), margin=dict(l=10, r=10, t=50, b=10),
         title=f"Round {r.index + 1}: a tree of {tree.size} nodes, {len(kept)} kept, verified in one target forward",
         xaxis=dict(title="depth (tokens after the last committed one)", dtick=1, range=[-0.4, max(level) + 1.6]),
-        yaxis=dict(visible=False, autorange="reversed"),
-        legend=dict(orientation="h", y=-0.15))
+        yaxis=dict(visible=False, range=[max(y + [next_y]) + 0.6, -0.8]),  # top to bottom, room for the labels above
+        legend=dict(orientation="h", y=-0.3))
     return fig
 
 
