@@ -75,6 +75,12 @@ def restore(params: list[Param]) -> dict:
     """Apply the URL's values to the widgets when this session has not seen them yet; returns the
     values applied by name (empty when the URL brought nothing new)."""
     query, seen = st.query_params, _seen()
+    page = "links-opened:" + ",".join(p.name for p in params)
+    if st.session_state.get(page):
+        # Only the first run of a page in a session reads its link: later reruns may carry an address the
+        # browser has not updated yet (fast slider keys), and re-applying it would snap a control back.
+        return {}
+    st.session_state[page] = True
     wanted = {p.name: query[p.name] for p in params if p.name in query}
     if all(seen.get(name) == text for name, text in wanted.items()):
         return {}  # the URL holds what this session wrote or applied: the widgets are the truth
