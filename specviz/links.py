@@ -119,8 +119,8 @@ def url() -> str:
     return base + ("?" + urlencode(shared) if shared else "")
 
 
-def link_box(where=None) -> None:
+def link_box(where=None, restores: str = "the prompt, the models, the settings and the selected round") -> None:
     """A "Copy link" popover: the link in a code box (its copy button puts it on the clipboard)."""
     with (where or st).popover("🔗 Copy link", help="A link that opens this page with these settings"):
         st.code(url(), language=None, wrap_lines=True)
-        st.caption("Opening it restores the prompt, the models, the settings and the selected round.")
+        st.caption(f"Opening it restores {restores}.")

@@ -13,6 +13,7 @@ from playwright.sync_api import expect
 
 from browser_helpers import choose, screenshot, slider, type_number, wait_idle
 from conftest import serve
+from specviz import lesson
 
 KEY = "teacher-7f3a"
 VIEW = {"width": 1280, "height": 2000}
@@ -97,6 +98,16 @@ def test_a_link_restores_its_state_in_a_fresh_browser(browser, room_url):
     assert again.get_by_label("Prompt (edit freely)").input_value() == "Name three rivers of Europe."
     no_exception(again)
     screenshot(again, "room_link_restored")
+
+    move_to(again, "Draft length", 3)  # the learner moves on from the link: the link is not applied again
+    move_to(again, "Temperature", 0.3)
+    again.get_by_role("button", name="Next ▶").click()  # one more rerun of the page
+    expect(round_label(again, 4)).to_be_visible()
+    wait_idle(again)
+    assert slider(again, "Draft length").input_value() == "3"
+    assert float(slider(again, "Temperature").input_value()) == pytest.approx(0.3)
+    moved = parse_qs(urlsplit(again.url).query)  # and the address bar follows the controls
+    assert moved["gamma"] == ["3"] and moved["temperature"] == ["0.3"] and moved["round"] == ["4"]
     fresh.close()
 
 
@@ -143,6 +154,27 @@ def test_followers_see_the_presenter_s_step_within_2_s_and_can_rejoin(browser, r
     host.close()
 
 
+def lesson_header(page, n: int):
+    return page.get_by_role("heading", name=f"{n}. {lesson.STEPS[n - 1].title}")
+
+
+def test_followers_see_the_presenter_s_lesson_step_within_2_s(browser, room_url):
+    host, presenter = open_page(browser, f"{room_url}/Lesson?presenter={KEY}")
+    expect(presenter.get_by_text("Presenting.")).to_be_visible()
+    learner_context, learner = open_page(browser, f"{room_url}/?follow=1", idle=False)
+    expect(lesson_header(learner, 1)).to_be_visible(timeout=10_000)
+    for n, key in ((2, "ArrowRight"), (3, "ArrowRight"), (2, "ArrowLeft")):
+        presenter.locator("body").press(key)
+        expect(lesson_header(presenter, n)).to_be_visible(timeout=10_000)
+        shown = time.perf_counter()
+        expect(lesson_header(learner, n)).to_be_visible(timeout=2_000)
+        assert time.perf_counter() - shown < 2.0
+    assert "step=2" in learner.url  # the follower's address bar holds the step too
+    no_exception(presenter, learner)
+    learner_context.close()
+    host.close()
+
+
 def test_a_learner_in_room_mode_cannot_load_a_typed_path_or_distil(browser, room_url):
     context, learner = open_page(browser, f"{room_url}/Rounds")
     box = learner.locator('[data-testid="stSelectbox"]').filter(has_text="Draft")
@@ -169,9 +201,20 @@ def test_a_learner_in_room_mode_cannot_load_a_typed_path_or_distil(browser, room
 
     host, presenter = open_page(browser, f"{room_url}/Distil?presenter={KEY}")  # the presenter keeps every power
     expect(presenter.get_by_role("button", name=re.compile("^Distil"))).to_be_visible()
-    presenter.goto(f"{room_url}/Rounds")
+    presenter.goto(f"{room_url}/Rounds")  # a typed address is a new browser session: the cookie keeps the presenter
     wait_idle(presenter)
+    expect(presenter.get_by_text("Presenting.")).to_be_visible()
     presenter.locator('[data-testid="stSelectbox"]').filter(has_text="Draft").click()
     presenter.keyboard.type("/tmp/my-own-model")
     expect(presenter.get_by_role("option", name=re.compile("my-own-model"))).to_have_count(1)
+    presenter.keyboard.press("Escape")
+
+    presenter.get_by_role("button", name="Stop presenting").click()  # ... until they hand the browser back
+    wait_idle(presenter)
+    presenter.reload()
+    wait_idle(presenter)
+    expect(presenter.get_by_text("Presenting.")).to_have_count(0)
+    presenter.locator('[data-testid="stSelectbox"]').filter(has_text="Draft").click()
+    presenter.keyboard.type("/tmp/my-own-model")
+    expect(presenter.get_by_role("option", name=re.compile("my-own-model"))).to_have_count(0)
     host.close()
