@@ -80,9 +80,15 @@ def run_queue() -> RunQueue:
     return RunQueue()
 
 
+def _about(seconds: float) -> int:
+    """A wait as a learner reads it: whole seconds under 10 s, then steps of 5 s (so the note is not
+    redrawn in every session every second while the figure hardly moves)."""
+    return round(seconds) if seconds < 10 else 5 * round(seconds / 5)
+
+
 def _waiting_text(position: int, seconds: float | None, typical: float | None) -> str:
     ahead = "1 run is" if position == 1 else f"{position} runs are"
-    wait = (f"about {seconds:.0f} s to wait (recent runs took {typical:.0f} s each)" if seconds is not None
+    wait = (f"about {_about(seconds)} s to wait (recent runs took {typical:.0f} s each)" if seconds is not None
             else "no run has finished yet to estimate the wait from")
     return (f"**You are number {position + 1} in the line** for a measured run: {ahead} ahead of yours; {wait}. "
             "Measured runs go one at a time so that every timing is honest; recorded runs replay at once.")
@@ -93,10 +99,13 @@ def exclusive():
     """One measured run at a time in this process: sessions running at once on the same CPU/GPU
     would slow each other down and make every timing wrong. A session that must wait sees its place
     in the line and an estimate of its wait, updated every second; leaving the page leaves the line."""
-    queue, note = run_queue(), st.empty()
+    queue, note, shown = run_queue(), st.empty(), [""]
 
     def on_wait(position: int, seconds: float | None) -> None:
-        note.info(_waiting_text(position, seconds, queue.typical_run()), icon="⏳")
+        text = _waiting_text(position, seconds, queue.typical_run())
+        if text != shown[0]:  # only a change goes to the browser
+            note.info(text, icon="⏳")
+            shown[0] = text
 
     who = getattr(get_script_run_ctx(suppress_warning=True), "session_id", "?")[:8]
     with queue.turn(who, on_wait, poll=1.0, priority=ui_room.is_presenter()):
@@ -270,19 +279,36 @@ def baseline_key(target: str, prompt: str, settings: Decoding) -> str:
     return json.dumps([target, prompt, settings.max_new_tokens, settings.seed, settings.chat, settings.sampling.__dict__])
 
 
+BASELINES_KEPT = 128  # target-alone runs kept per server (a few kB each); the oldest goes first
+
+
+@st.cache_resource(show_spinner=False)
+def _baselines() -> tuple[threading.Lock, dict]:
+    """Target-alone runs by `baseline_key`, shared by every session of this server: a class pressing Run
+    on the same prompt and settings measures the target alone once, not once per learner. Each was
+    measured the same way as a session's own, one measured run at a time on this machine."""
+    return threading.Lock(), {}
+
+
 def measured_run(target_name: str, draft: str, prompt: str, settings: Decoding, repeats: int = 1) -> Comparison:
-    """A speculative run and its baseline; the baseline is measured once per prompt and settings."""
+    """A speculative run and its baseline; the baseline is measured once per prompt and settings on this server."""
     check_prompt(prompt)  # before loading a model for nothing
     target = get_target(target_name)
     make = lambda: build_drafter(draft, target, loader())  # noqa: E731 — a fresh drafter per run
     make()  # refuse an unknown or incompatible draft before timing anything
-    baselines = st.session_state.setdefault("baselines", {})
+    lock, baselines = _baselines()
     key = baseline_key(target_name, prompt, settings)
     with exclusive(), st.spinner(f"Running {draft} (γ={settings.gamma}) and the target alone…"):
-        if key not in baselines:
+        with lock:
+            baseline = baselines.get(key)
+        if baseline is None or len(baseline[1]) < repeats:
             measure.warm_up(target, None, prompt, settings)
-            baselines[key] = measure.timed(target, None, prompt, settings, repeats)
-        return measure.compare(target, make, prompt, settings, baseline=baselines[key], repeats=repeats)
+            baseline = measure.timed(target, None, prompt, settings, repeats)
+            with lock:
+                baselines[key] = baseline
+                while len(baselines) > BASELINES_KEPT:
+                    del baselines[next(iter(baselines))]
+        return measure.compare(target, make, prompt, settings, baseline=baseline, repeats=repeats)
 
 
 @st.cache_resource(show_spinner=False)
