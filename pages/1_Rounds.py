@@ -3,13 +3,14 @@
 import streamlit as st
 
 from specviz import links, ui, ui_replay, ui_room
-from specviz.views import charts, figures, tables, tokens
+from specviz.views import charts, figures, tables, tokens, tree_charts
 
 st.set_page_config(page_title="Rounds · SpecViz", page_icon="🔎", layout="wide")
 ui.page_intro(
     "Rounds — token by token",
     "Each round the draft proposes γ tokens, the target scores them all in one forward pass, a prefix is "
-    "kept, and the first rejected token is replaced (or a bonus token is added when all are kept).",
+    "kept, and the first rejected token is replaced (or a bonus token is added when all are kept). With a token "
+    "tree the draft proposes several continuations and the target keeps one branch.",
 )
 PAGE = ui_room.page_id(__file__)
 ui_room.room_bar(PAGE)
@@ -55,7 +56,9 @@ ok, message = figures.fidelity(comparison)
 (st.success if ok else st.warning)(message)
 for column, (label, value, help_text) in zip(st.columns(7), figures.headline(comparison)):
     column.metric(label, value, help=help_text)
-st.caption(f"{run.draft} → {run.target} · γ={run.settings['gamma']}{' (adaptive)' if run.settings['adaptive'] else ''} · "
+tree = run.settings.get("tree", {})
+shape = f" · tree of {tree['budget']} nodes ({tree['mode']}, {tree['branching']} children per node)" if tree.get("budget") else ""
+st.caption(f"{run.draft} → {run.target} · γ={run.settings['gamma']}{' (adaptive)' if run.settings['adaptive'] else ''}{shape} · "
            f"{run.settings['verification']['mode']} verification · {run.device} {run.dtype} · {run.new_tokens} tokens in "
            f"{len(run.rounds)} rounds")
 ui.legend()
@@ -93,10 +96,14 @@ def replay():
     st.markdown(f"**Round {step}**: drafted {len(current.drafted)} · kept {current.n_accepted} · "
                 f"{current.next_kind} token {current.next_text!r}")
     d1, d2 = st.columns(2)
-    d1.caption("1 · the draft proposes")
+    d1.caption("1 · the draft proposes" + (" a tree; the branch the target walked:" if current.tree else ""))
     d1.html(tokens.pending_round_html(current))
     d2.caption("2 · the target verifies in one pass")
     d2.html(tokens.CSS + '<div class="sv-text">' + "".join(tokens.round_spans(current, upto_emitted=False)) + "</div>")
+    if current.tree:
+        st.plotly_chart(tree_charts.tree_figure(current), key="rounds-tree")
+        if st.toggle("Show the tree's attention mask", key="rounds-mask"):
+            st.plotly_chart(tree_charts.mask_figure(current), key="rounds-mask-figure")
     if current.rejected_position is not None:
         st.plotly_chart(charts.residual_figure(current), key="rounds-residual")
 

@@ -21,6 +21,9 @@ with st.sidebar:
     target, draft = ui.pair_pickers("dl", "Sweep settings")
     low, high = st.slider("Draft lengths γ", 1, 12, (1, 8), key="dl-gammas")
     repeats = st.slider("Repeats per point (median time)", 1, 5, 1, key="dl-repeats")
+    tree_depth = st.slider("Also a token tree of N = γ nodes at each point, this deep (0 = chains only)", 0, 8, 0,
+                           key="dl-tree-depth", help="The tree verifies as many drafted tokens per round as the chain "
+                                                     "of γ; 2 children per expanded node, EAGLE-2's dynamic shape")
     settings = None
     with ui.error_box("use these settings"):
         settings = ui.decoding_controls("dl", with_gamma=False)
@@ -36,11 +39,12 @@ if run_clicked and settings is not None:
     def measure(on_point, should_stop):
         model = ui.get_target(target)
         sweeps.gamma_sweep(model, draft, prompts, gammas, settings, load=ui.loader(), on_point=on_point,
-                           should_stop=should_stop, repeats=repeats)
+                           should_stop=should_stop, repeats=repeats, tree_depth=tree_depth)
 
     setup = {"target": target, "draft": draft, "prompts": prompts, "settings": settings, "gammas": gammas}
-    ui_sweep.run("dl", sweeps.Sweep(len(prompts) * len(gammas), setup), measure,
-                 lambda p: f"γ={p.gamma} on prompt {p.prompt_index + 1}", "run the sweep")
+    ui_sweep.run("dl", sweeps.Sweep(len(prompts) * len(gammas) * (2 if tree_depth else 1), setup), measure,
+                 lambda p: f"{'tree of ' + str(p.gamma) + ' nodes' if p.draft != draft else 'γ=' + str(p.gamma)} "
+                           f"on prompt {p.prompt_index + 1}", "run the sweep")
 
 sweep = ui_sweep.result("dl", "points")
 if sweep is None:
@@ -49,6 +53,12 @@ if sweep is None:
     st.stop()
 
 points, setup = sweep.points, sweep.setup
+tree_points = [p for p in points if p.draft == sweeps.tree_label(setup["draft"])]
+points = [p for p in points if p.draft == setup["draft"]]
+trees = sweeps.gamma_table(tree_points) if tree_points else None
+if not points:
+    st.info("No chain point measured yet.")
+    st.stop()
 table = sweeps.gamma_table(points)
 best = sweeps.best_gamma(table)
 alpha, c = sweeps.overall_alpha_c(points)
@@ -70,9 +80,13 @@ m4.metric("best γ in theory", theory.optimal_gamma(alpha, c, max_gamma=int(tabl
 if not table["identical"].all() and s.verification.mode == "exact" and s.sampling.temperature == 0:
     st.warning("Some outputs differ from the target alone: low precision can flip near ties.")
 
-st.plotly_chart(sweep_charts.speedup_figure(table, alpha, c, best), key="dl-speedup")
+st.plotly_chart(sweep_charts.speedup_figure(table, alpha, c, best, trees), key="dl-speedup")
+if trees is not None:
+    st.caption("◆ a token tree of N = γ nodes verifies as many drafted tokens per round as the chain of γ. Trees gain "
+               "tokens per round where the draft is unsure of its first choice; whether that pays depends on v(N), "
+               "what the wider forward costs here (Theory page).")
 left, right = st.columns(2)
-left.plotly_chart(sweep_charts.alpha_figure(table), key="dl-alpha")
+left.plotly_chart(sweep_charts.alpha_figure(table, trees), key="dl-alpha")
 right.plotly_chart(sweep_charts.position_figure(points), key="dl-bypos")
 left.plotly_chart(sweep_charts.throughput_figure(table), key="dl-throughput")
 st.dataframe(table, hide_index=True, key="dl-table", column_config={
@@ -80,4 +94,4 @@ st.dataframe(table, hide_index=True, key="dl-table", column_config={
     "verify_cost": st.column_config.NumberColumn("verify cost (steps)", format="%.2f"),
     "baseline_tokens_per_s": st.column_config.NumberColumn("target alone tokens / s", format="%.1f"),
 })
-ui.export_buttons(sweeps.comparisons(points), "draft-length")
+ui.export_buttons(sweeps.comparisons(points + tree_points), "draft-length")

@@ -10,7 +10,8 @@ ui.page_intro(
     "Compare drafts — accuracy against cost",
     "The best draft is not the most accurate one: speedup needs a high acceptance α *and* a low cost c per "
     "drafted token, so a fast, weaker draft can beat a strong, slow one. Each drafter here runs on the same "
-    "prompts with the same γ and seed, timed against the same target-alone baseline.",
+    "prompts with the same γ and seed, timed against the same target-alone baseline. With a token tree (sidebar) each "
+    "drafter also runs as a chain that verifies as many tokens, so you see what branching buys.",
 )
 
 ui_room.room_bar(ui_room.page_id(__file__))
@@ -45,14 +46,15 @@ run_clicked = ui_sweep.controls("cmp", "Run comparison", disabled=not valid or s
                                 stop_help="Ends the comparison after the run being measured; the runs done are kept")
 if run_clicked and valid and settings is not None:
     setup = {"target": target, "drafts": list(drafts), "prompts": prompts, "settings": settings, "parameters": {}}
+    runs = sweeps.variants(list(drafts), settings)
 
     def measure(on_point, should_stop):
         model = ui.get_target(target)
-        setup["parameters"] = {d: sweeps.draft_parameters(d, model, ui.loader()) for d in drafts}
+        setup["parameters"] = {label: sweeps.draft_parameters(spec, model, ui.loader()) for label, spec, _ in runs}
         sweeps.compare_drafts(model, drafts, prompts, settings, load=ui.loader(), on_point=on_point,
                               should_stop=should_stop, repeats=repeats)
 
-    ui_sweep.run("cmp", sweeps.Sweep(len(prompts) * len(drafts), setup), measure,
+    ui_sweep.run("cmp", sweeps.Sweep(len(prompts) * len(runs), setup), measure,
                  lambda p: f"{p.draft} on prompt {p.prompt_index + 1}", "run the comparison")
 
 sweep = ui_sweep.result("cmp", "runs")
@@ -63,7 +65,9 @@ if sweep is None:
 points, result = sweep.points, sweep.setup
 table = sweeps.draft_table(points, result["parameters"])
 s = result["settings"]
-st.caption(f"{', '.join(result['drafts'])} → {result['target']} · {len(result['prompts'])} prompt(s) · γ={s.gamma}"
+tree = f" · tree of {s.tree.budget} nodes ({s.tree.mode}, {s.tree.branching} per node) against a chain of γ={s.tree.budget}" \
+    if s.tree.on else ""
+st.caption(f"{', '.join(result['drafts'])} → {result['target']} · {len(result['prompts'])} prompt(s) · γ={s.gamma}{tree}"
            f"{' (adaptive)' if s.adaptive else ''} · {s.max_new_tokens} new tokens · temperature "
            f"{s.sampling.temperature:g} · seed {s.seed} · {s.verification.mode} verification · "
            f"{points[0].comparison.spec.device}")

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from specviz import links, theory, ui_room
+from specviz import links, theory, tree_cost, ui_room
 from specviz.views import theory_charts
 
 st.set_page_config(page_title="Theory · SpecViz", page_icon="🔎", layout="wide")
@@ -80,3 +80,26 @@ if sheet.drafted:
                f"per round at γ={sheet.mean_gamma:.1f} is {implied:.3f}.")
 else:
     st.info("Enter at least one round with drafted tokens to compute α.")
+
+st.subheader("Token trees: several guesses per position, one forward")
+st.write("A tree drafts several candidates where the draft is unsure, and the target checks all N nodes in one "
+         "forward. If the draft's rank-r choice matches the target with chance a_r, a node is kept with the product "
+         "of a_rank along its path, and a round yields 1 + the sum of those products. A chain is the tree with "
+         "rank 0 only (a_0 = α). What a tree gains must outgrow v(N), the cost of that wider forward, measured here.")
+cost = tree_cost.load_verify_cost()
+if cost is None:
+    st.info("No v(N) measurement is shipped; make one with `python -m specviz verify-cost --out "
+            "assets/trees/verify_cost.json`.")
+else:
+    r0, r1, r2, dd = st.columns(4)
+    a0 = r0.slider("a₀: the draft's first choice is right", 0.0, 0.99, 0.3, 0.01, key="theory-a0")
+    a1 = r1.slider("a₁: its second choice is", 0.0, 1.0 - a0, min(0.12, 1.0 - a0), 0.01, key="theory-a1")
+    a2 = r2.slider("a₂: its third choice is", 0.0, max(0.0, 1.0 - a0 - a1), min(0.06, max(0.0, 1.0 - a0 - a1)), 0.01,
+                   key="theory-a2")
+    depth = dd.slider("Tree depth at most", 1, 8, 4, key="theory-tree-depth")
+    left, right = st.columns(2)
+    left.plotly_chart(theory_charts.verify_cost_figure(cost), key="theory-verify-cost")
+    right.plotly_chart(theory_charts.tree_vs_chain_figure([a0, a1, a2], c, cost, depth), key="theory-tree")
+    st.caption(f"v(N) measured with `{cost['command']}` on {cost['machine']} ({cost['made']}); one plain step took "
+               f"{1000 * cost['step_seconds']:.1f} ms. The cost ratio c is the slider above. On a GPU v(N) stays near "
+               "1 for small N, which is where trees pay most.")

@@ -1,4 +1,4 @@
-"""Command line: `python -m specviz models | run | bench | engine-bench | distill`.
+"""Command line: `python -m specviz models | run | bench | verify-cost | engine-bench | distill`.
 
 Errors a user can cause exit with status 2 and one line on stderr, never a traceback.
 """
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 import json
 import statistics
 import sys
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from .config import Decoding, Sampling, Verification
+from .config import TREE_MODES, Decoding, Sampling, TreeShape, Verification
 from .drafters import build_drafter
 from .errors import OUT_OF_MEMORY, ConfigError, SpecVizError
 from .measure import WARMUP_TOKENS, compare, machine, timed, warm_up
@@ -74,6 +75,11 @@ def _add_decoding(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tolerance", type=float, default=0.0, help="relaxed greedy: τ in nats")
     p.add_argument("--top-k", type=int, default=1, help="relaxed greedy: accept drafts in the target's top-k")
     p.add_argument("--lenience", type=float, default=1.0, help="relaxed sampling: l in (0, 1]")
+    p.add_argument("--tree-budget", type=int, default=0,
+                   help="draft a token tree of N nodes, γ deep (0 = a chain of γ, the default)")
+    p.add_argument("--tree-branching", type=int, default=2, help="tree: children per expanded node (default 2)")
+    p.add_argument("--tree-mode", choices=TREE_MODES, default="dynamic",
+                   help="tree: dynamic (EAGLE-2, by cumulative draft probability; default) or static (a fixed shape)")
     p.add_argument("--raw", action="store_true", help="send the prompt as raw text, without the chat template")
     p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda, mps")
     p.add_argument("--dtype", default="auto", help="auto (fp32 on CPU, bf16 on GPU), fp32, bf16, fp16")
@@ -103,8 +109,19 @@ def build_parser() -> argparse.ArgumentParser:
                        help="use only the first N prompts of each category (0 = all)")
     bench.add_argument("--out", required=True, help="JSONL file to write")
     bench.add_argument("--limit", type=_at_least(0), default=0, help="use only the first N prompts (0 = all)")
+    bench.add_argument("--tree-vs-chain", action="store_true",
+                       help="with --tree-budget N: also run each draft as a chain of γ=N (the same tokens verified), "
+                            "against the same baselines")
     bench.add_argument("--compare-hf", action="store_true",
                        help="also time transformers' generate with the same drafter and γ (assisted / prompt lookup)")
+    cost = sub.add_parser("verify-cost", help="time one target forward over a token tree of N nodes: v(N) in target steps")
+    cost.add_argument("--target", default=DEFAULT_TARGET)
+    cost.add_argument("--max-nodes", type=_at_least(1), default=32, help="N = 1 .. this (default 32)")
+    cost.add_argument("--context", type=_at_least(1), default=160, help="committed tokens before the tree (default 160)")
+    cost.add_argument("--repeats", type=_at_least(1), default=20, help="timings per N, median used (default 20)")
+    cost.add_argument("--device", default="auto")
+    cost.add_argument("--dtype", default="auto")
+    cost.add_argument("--out", help="JSON file to write (the app shows assets/trees/verify_cost.json)")
     engine = sub.add_parser("engine-bench", help="measure speculative decoding on a vLLM server (and a baseline)")
     engine.add_argument("--url", required=True, help="the vLLM server with speculation, e.g. http://127.0.0.1:8000")
     engine.add_argument("--baseline-url", help="the same model served without speculation: speedup per concurrency")
@@ -137,6 +154,7 @@ def _settings(args) -> Decoding:
         chat=not args.raw,
         sampling=Sampling(temperature=args.temperature, top_k=args.sample_top_k, top_p=args.top_p),
         verification=Verification(mode=args.verify, tolerance=args.tolerance, top_k=args.top_k, lenience=args.lenience),
+        tree=TreeShape(budget=args.tree_budget, branching=args.tree_branching, mode=args.tree_mode),
     )
 
 
@@ -199,6 +217,9 @@ def _figures(c: Comparison | None, run) -> list[tuple[str, str]]:
         ("mean accepted tokens per round", f"{run.mean_accepted_tokens:.2f}"),
         ("tokens/s", f"{run.tokens_per_second:.1f}"),
     ]
+    if run.is_tree:
+        rows += [("tree nodes verified per round", f"{run.mean_verified:.2f}"),
+                 ("kept by sibling rank a_r", " ".join(f"{a:.2f}" for a in run.accept_by_rank()))]
     if c is not None:
         rows += [
             ("baseline tokens/s", f"{c.baseline.tokens_per_second:.1f}"),
@@ -240,8 +261,17 @@ def cmd_run(args) -> int:
     return 0
 
 
+def _tree_label(settings: Decoding) -> str:
+    t = settings.tree
+    return f"tree {t.mode} {t.budget}x{t.branching}, depth {settings.gamma}" if t.on else f"chain γ={settings.gamma}"
+
+
 def cmd_bench(args) -> int:
     settings = _settings(args)
+    if args.tree_vs_chain and not settings.tree.on:
+        raise ConfigError("--tree-vs-chain compares a tree with a chain: give the tree's size with --tree-budget N")
+    # Each variant is (label, settings): the tree, and with --tree-vs-chain the chain that verifies as many tokens.
+    variants = [settings] + ([replace(settings, gamma=settings.tree.budget, tree=TreeShape())] if args.tree_vs_chain else [])
     prompts = _prompt_list(args)
     out_path = Path(args.out)
     if out_path.parent and not out_path.parent.exists():
@@ -259,8 +289,8 @@ def cmd_bench(args) -> int:
 
     first = prompts[0]["prompt"]
     warm_up(target, None, first, settings)
-    for make in makers.values():
-        warm_up(target, make, first, settings)
+    for make, variant in itertools.product(makers.values(), variants):
+        warm_up(target, make, first, variant)
     if args.compare_hf:
         short = replace(settings, max_new_tokens=WARMUP_TOKENS)
         hf_generate(target, None, first, short)
@@ -268,21 +298,24 @@ def cmd_bench(args) -> int:
             hf_generate(target, make(), first, short)
     where = machine(target.device)
     rows = []
-    with out_path.open("w", encoding="utf-8") as out, tqdm(total=len(prompts) * len(makers), file=sys.stderr, unit="run") as bar:
+    with out_path.open("w", encoding="utf-8") as out, \
+            tqdm(total=len(prompts) * len(makers) * len(variants), file=sys.stderr, unit="run") as bar:
         for item in prompts:
             baseline = timed(target, None, item["prompt"], settings, args.repeats)
             hf_base = _hf_timed(target, None, item["prompt"], settings, args.repeats) if args.compare_hf else None
-            for spec, make in makers.items():
+            for (spec, make), variant in itertools.product(makers.items(), variants):
                 bar.set_description(f"{item['id']} {spec}")
-                c = compare(target, make, item["prompt"], settings, baseline=baseline, repeats=args.repeats, warm=False)
+                c = compare(target, make, item["prompt"], variant, baseline=baseline, repeats=args.repeats, warm=False)
                 row = {"id": item["id"], "category": item.get("category"), **c.summary()}
                 reached, accepted = c.spec.position_counts()
-                row.update(draft=spec, gamma=settings.gamma, text=c.spec.text, baseline_text=c.baseline.text,
-                           max_new_tokens=settings.max_new_tokens, repeats=args.repeats, machine=where,
+                row.update(draft=spec, gamma=variant.gamma, text=c.spec.text, baseline_text=c.baseline.text,
+                           max_new_tokens=variant.max_new_tokens, repeats=args.repeats, machine=where,
                            position_reached=reached, position_accepted=accepted,
-                           drafting_rounds=c.spec.drafting_rounds, chat=settings.chat)
+                           drafting_rounds=c.spec.drafting_rounds, chat=variant.chat, shape=_tree_label(variant),
+                           tree_budget=variant.tree.budget, tree_branching=variant.tree.branching,
+                           tree_mode=variant.tree.mode, verified_per_round=c.spec.mean_verified)
                 if args.compare_hf:
-                    row.update(_hf_fields(c, hf_base, _hf_timed(target, make(), item["prompt"], settings, args.repeats)))
+                    row.update(_hf_fields(c, hf_base, _hf_timed(target, make(), item["prompt"], variant, args.repeats)))
                 row = {**{k: row[k] for k in BENCH_FIELDS}, **{k: v for k, v in row.items() if k not in BENCH_FIELDS}}
                 out.write(json.dumps(row) + "\n")
                 out.flush()
@@ -320,9 +353,11 @@ def theory_ratio(row: dict) -> float:
 
 
 def _by_draft(rows: list[dict]) -> dict[str, list[dict]]:
+    """Rows by draft (and by tree or chain, when a bench ran both)."""
+    shapes = {r.get("shape") for r in rows}
     groups: dict[str, list[dict]] = {}
     for r in rows:
-        groups.setdefault(r["draft"], []).append(r)
+        groups.setdefault(r["draft"] if len(shapes) == 1 else f"{r['draft']} [{r['shape']}]", []).append(r)
     return groups
 
 
@@ -333,11 +368,12 @@ def print_summary(rows: list[dict]) -> None:
     def med(mine, key):
         return statistics.median(key(r) if callable(key) else r[key] for r in mine)
 
-    print(f"\n{'draft':<22} {'prompts':>7} {'α':>6} {'acc/round':>9} {'c':>6} {'verify':>6} {'speedup med':>11} "
+    width = max([22] + [len(d) for d in _by_draft(rows)])
+    print(f"\n{'draft':<{width}} {'prompts':>7} {'α':>6} {'acc/round':>9} {'c':>6} {'verify':>6} {'speedup med':>11} "
           f"{'mean':>6} {'theory':>6} {'meas/theory':>11} {'identical':>9}")
     for draft, mine in _by_draft(rows).items():
         print(
-            f"{draft:<22} {len(mine):>7} {mean(mine, 'acceptance_rate'):>6.3f} {mean(mine, 'mean_accepted_tokens'):>9.2f} "
+            f"{draft:<{width}} {len(mine):>7} {mean(mine, 'acceptance_rate'):>6.3f} {mean(mine, 'mean_accepted_tokens'):>9.2f} "
             f"{mean(mine, 'cost_ratio'):>6.3f} {mean(mine, 'verify_cost'):>6.2f} {med(mine, 'speedup'):>10.2f}x "
             f"{mean(mine, 'speedup'):>5.2f}x {mean(mine, 'theoretical_speedup_measured_verify'):>5.2f}x "
             f"{med(mine, theory_ratio):>11.2f} {sum(r['identical'] for r in mine):>5}/{len(mine)}"
@@ -375,6 +411,21 @@ def cmd_engine_bench(args) -> int:
     return 0
 
 
+def cmd_verify_cost(args) -> int:
+    from .tree_cost import measure_verify_cost, save_verify_cost
+
+    target = load_model(args.target, args.device, args.dtype, progress=lambda m: print(m, file=sys.stderr))
+    cost = measure_verify_cost(target, args.max_nodes, args.context, args.repeats)
+    print(f"one target step: {cost['step_seconds'] * 1000:.1f} ms ({cost['machine']})")
+    print(" N  v(N) in steps")
+    for n, v in zip(cost["nodes"], cost["steps"]):
+        print(f"{n:>2}  {v:.2f}")
+    if args.out:
+        save_verify_cost(cost, Path(args.out))
+        print(f"written to {args.out}")
+    return 0
+
+
 def cmd_distill(args) -> int:
     from .training import distill
 
@@ -382,7 +433,7 @@ def cmd_distill(args) -> int:
 
 
 COMMANDS = {"models": cmd_models, "run": cmd_run, "bench": cmd_bench, "engine-bench": cmd_engine_bench,
-            "distill": cmd_distill}
+            "verify-cost": cmd_verify_cost, "distill": cmd_distill}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from .errors import ConfigError
 
 VERIFY_MODES = ("exact", "relaxed")
+TREE_MODES = ("dynamic", "static")
+MAX_TREE_BUDGET = 64  # nodes per round; a CPU verifies 32 tree tokens in about 2.5 target steps already
 MAX_GAMMA = 64  # longer drafts never pay off; the cap keeps a typo from drafting thousands of tokens
 MAX_NEW_TOKENS = 4096
 MAX_TEMPERATURE = 100.0  # far past any useful value: softmax(logits / 100) is all but uniform
@@ -92,6 +94,35 @@ class Verification:
 
 
 @dataclass(frozen=True)
+class TreeShape:
+    """Draft a token tree instead of a chain (specviz.trees). budget 0 keeps the chain of γ tokens.
+
+    With a tree, γ is its depth limit and `budget` the number of drafted nodes the target verifies
+    (a chain of γ verifies γ tokens, so chain γ=N and a tree of budget N cost the same forward).
+    """
+
+    budget: int = 0  # drafted nodes per round; 0 = no tree (a chain of γ)
+    branching: int = 2  # children per expanded node (the draft's top-k), and nodes expanded per depth
+    mode: str = "dynamic"  # "dynamic": keep the nodes of highest cumulative q (EAGLE-2); "static": a fixed shape
+
+    def __post_init__(self):
+        budget = _number("tree budget", self.budget, int)
+        if not 0 <= budget <= MAX_TREE_BUDGET:
+            raise ConfigError(f"tree budget must be between 0 (a chain) and {MAX_TREE_BUDGET} nodes, got {budget}")
+        branching = _number("tree branching", self.branching, int)
+        if not 1 <= branching <= 8:
+            raise ConfigError(f"tree branching must be between 1 and 8 children per node, got {branching}")
+        if self.mode not in TREE_MODES:
+            raise ConfigError(f"tree mode must be one of {', '.join(TREE_MODES)}, got {self.mode!r}")
+        object.__setattr__(self, "budget", budget)
+        object.__setattr__(self, "branching", branching)
+
+    @property
+    def on(self) -> bool:
+        return self.budget > 0
+
+
+@dataclass(frozen=True)
 class Decoding:
     """One run: draft length, stopping, seed, sampling and verification."""
 
@@ -102,8 +133,11 @@ class Decoding:
     chat: bool = True  # wrap the prompt in the target's chat template (when it has one); False = raw text
     sampling: Sampling = field(default_factory=Sampling)
     verification: Verification = field(default_factory=Verification)
+    tree: TreeShape = field(default_factory=TreeShape)  # budget 0: draft a chain
 
     def __post_init__(self):
+        if self.tree.on and self.verification.mode == "relaxed" and not self.sampling.greedy:
+            raise ConfigError("a token tree verifies sampled drafts exactly; relaxed sampling (lenience) is for chains")
         gamma = _number("gamma (draft length)", self.gamma, int)
         if not 1 <= gamma <= MAX_GAMMA:
             raise ConfigError(f"gamma (draft length) must be between 1 and {MAX_GAMMA}, got {gamma}")
@@ -125,4 +159,5 @@ class Decoding:
         data = dict(data)
         data["sampling"] = Sampling(**data.get("sampling", {}))
         data["verification"] = Verification(**data.get("verification", {}))
+        data["tree"] = TreeShape(**data.get("tree", {}))
         return cls(**data)

@@ -2,7 +2,9 @@
 
 Each round: the drafter proposes γ tokens with q; the target scores the last committed token and
 all drafts in one forward (p at γ+1 positions); `verify` keeps a prefix and picks the next token;
-both KV caches drop what was rejected; a `Round` records it all. The target-alone baseline is
+both KV caches drop what was rejected; a `Round` records it all. A drafter given a tree budget
+proposes a token tree instead (specviz.trees): the same forward reads every node under a tree
+mask, `verify_tree` keeps one branch, and the caches keep that branch. The target-alone baseline is
 the same loop with a drafter that proposes nothing, so both are timed by the same code.
 """
 
@@ -14,11 +16,12 @@ import torch
 from transformers import DynamicCache
 
 from .config import Decoding
-from .drafters import Drafter, NoDrafter, Proposal, drop_last
+from .drafters import Drafter, NoDrafter, Proposal
 from .models import LoadedModel
 from .prompts import encode
-from .records import BONUS, RESAMPLED, TARGET, Alternative, Round, Run
-from .verify import LazyLogits, verify
+from .records import BONUS, RESAMPLED, TARGET, Alternative, Round, Run, TreeRecord
+from .trees import branch_rows, keep_branch, node_record, target_attention, verify_tree, walked_branch
+from .verify import LazyLogits, Verdict, verify
 
 ALTERNATIVES = 5  # target's top tokens recorded at each verified position
 # Architectures whose logits are the output embedding applied to the final hidden state, and nothing
@@ -46,18 +49,21 @@ def encode_prompt(target: LoadedModel, prompt: str, settings: Decoding) -> list[
 
 
 def target_forward(target: LoadedModel, forward_input: torch.Tensor, cache: DynamicCache,
-                   head: bool = True) -> tuple[torch.Tensor, LazyLogits | None]:
+                   head: bool = True, tree: tuple[torch.Tensor, torch.Tensor] | None = None,
+                   ) -> tuple[torch.Tensor, LazyLogits | None]:
     """One target forward extending the cache: its final hidden states [n, H] and (lazily) its logits.
 
     The hidden states are what feature-level drafters (heads) read; the output head runs lazily, and
-    not at all with head=False (the prefill, whose logits nobody reads).
+    not at all with head=False (the prefill, whose logits nobody reads). `tree` is the 4-D mask and
+    position ids of a token tree (specviz.trees.target_attention); None reads the input as a line.
     """
     model, vocab = target.model, target.vocab_size
+    shape = {} if tree is None else {"attention_mask": tree[0], "position_ids": tree[1]}
     if model.config.model_type in PLAIN_HEAD_MODELS:
-        hidden = model.base_model(forward_input, past_key_values=cache, use_cache=True).last_hidden_state[0]
+        hidden = model.base_model(forward_input, past_key_values=cache, use_cache=True, **shape).last_hidden_state[0]
         out = model.get_output_embeddings()
         return hidden, LazyLogits(forward_input.shape[1], lambda a, b: out(hidden[a:b])[:, :vocab]) if head else None
-    outputs = model(forward_input, past_key_values=cache, use_cache=True, output_hidden_states=True,
+    outputs = model(forward_input, past_key_values=cache, use_cache=True, output_hidden_states=True, **shape,
                     **({} if head else {"logits_to_keep": 1}))
     return outputs.hidden_states[-1][0], LazyLogits.ready(outputs.logits[0, :, :vocab]) if head else None
 
@@ -107,19 +113,24 @@ def generate(
         k = min(drafter.gamma, settings.max_new_tokens - len(new) - 1)
         proposal = drafter.propose(ids, k, settings.sampling, generator)
         t1 = clock()
-        # 2. Verify: one target forward over [last committed token, d_1 .. d_k] gives p at k+1 positions.
+        # 2. Verify: one target forward over [last committed token, d_1 .. d_k] gives p at k+1 positions
+        #    (a tree's nodes each read their ancestors only, at positions by depth).
         forward_input = torch.cat([ids[:, -1:], proposal.ids.view(1, -1)], dim=1)
-        hidden, logits = target_forward(target, forward_input, cache)
-        verdict = verify(logits, proposal.ids, proposal.probs, settings.sampling, settings.verification, generator)
+        tree = None if proposal.parents is None else target_attention(
+            proposal.parents, ids.shape[1] - 1, target.dtype, device)
+        hidden, logits = target_forward(target, forward_input, cache, tree=tree)
+        verdict = check(logits, proposal, settings, generator)
         # 3. Roll back. The cache held every committed token but the last and was fed k+1 more: it now
-        #    holds all committed tokens and the k drafts. Drop the k - n_accepted rejected drafts. The
-        #    drafter gets the forward's hidden states too (a head reads those of the tokens it keeps).
-        drop_last(cache, proposal.ids.shape[0] - verdict.n_accepted)
+        #    holds all committed tokens and the k drafts. Keep the drafts that were kept (a chain's
+        #    accepted prefix, a tree's accepted branch) and drop the other k - n_accepted. The drafter
+        #    gets the forward's hidden states of the last committed token and the kept drafts.
+        kept = verdict.kept
+        keep_branch(cache, ids.shape[1], proposal.ids.shape[0], kept)
         t2 = clock()
-        drafter.feedback(verdict.n_accepted, proposal.ids.shape[0], hidden)
+        drafter.feedback(verdict.n_accepted, proposal.ids.shape[0], branch_rows(hidden, kept), kept)
         t3 = clock()
         # 4. Commit the accepted drafts and the next token, stopping at EOS and max-new-tokens.
-        emitted = proposal.ids[: verdict.n_accepted].tolist() + [verdict.next_token]
+        emitted = proposal.ids[kept].tolist() + [verdict.next_token]
         emitted = emitted[: settings.max_new_tokens - len(new)]
         for i, token in enumerate(emitted):
             if token in eos:
@@ -150,8 +161,21 @@ def generate(
     return run
 
 
+def check(logits: LazyLogits, proposal: Proposal, settings: Decoding, generator) -> Verdict:
+    """The acceptance rule for what was proposed: `verify` for a chain, `verify_tree` for a tree."""
+    if proposal.parents is None:
+        return verify(logits, proposal.ids, proposal.probs, settings.sampling, settings.verification, generator)
+    return verify_tree(logits, proposal.ids, proposal.parents, proposal.probs, settings.sampling,
+                       settings.verification, generator)
+
+
 def _record(index, gamma, proposal: Proposal, verdict, emitted, draft_seconds, verify_seconds) -> Round:
-    """A Round from one iteration's tensors (moved to the host once, here)."""
+    """A Round from one iteration's tensors (moved to the host once, here); a tree's keeps all its nodes."""
+    if proposal.parents is not None:
+        walked = Proposal(*walked_branch(proposal.ids, proposal.probs, proposal.parents, verdict))
+        round_ = _record(index, gamma, walked, verdict, emitted, draft_seconds, verify_seconds)
+        round_.tree = TreeRecord(**node_record(proposal.ids, proposal.probs, proposal.parents, verdict))
+        return round_
     drafted = proposal.ids.tolist()
     k = len(drafted)
     scored = min(k, verdict.p.shape[0])  # the target's p exists up to the first rejection (lazy head)
@@ -194,6 +218,8 @@ def _record(index, gamma, proposal: Proposal, verdict, emitted, draft_seconds, v
 
 def _bare_record(index, gamma, proposal: Proposal, verdict, emitted, draft_seconds, verify_seconds) -> Round:
     """A Round with the counts only: what any loop must keep to report α and tokens per round."""
+    if proposal.parents is not None:
+        proposal = Proposal(*walked_branch(proposal.ids, proposal.probs, proposal.parents, verdict))
     k = proposal.ids.shape[0]
     kind = RESAMPLED if verdict.resampled else (BONUS if k else TARGET)
     return Round(index=index, gamma=gamma, drafted=proposal.ids.tolist(), q=[0.0] * k, p=[0.0] * k,
@@ -216,3 +242,5 @@ def label(run: Run, tokenizer) -> None:
         for position in r.alternatives:
             for alt in position:
                 alt.text = piece(alt.token)
+        if r.tree is not None:
+            r.tree.text = [piece(t) for t in r.tree.tokens]

@@ -5,34 +5,39 @@ the adaptive γ), so the models it reads from can be shared by every session and
 
     drafter.start(prompt_ids, settings, hidden)      once, before the first round
     drafter.propose(context, k, ...)                 up to k token ids and q at each (None = one-hot)
-    drafter.feedback(n_accepted, n_drafted, hidden)  roll own state back to the accepted prefix, adapt γ
+    drafter.feedback(n_accepted, n_drafted, hidden, kept)  roll own state back to what was kept, adapt γ
+
+With a tree budget in the settings (specviz.trees) a drafter that can branches: its proposal then
+carries `parents`, and `kept` names the accepted branch's nodes.
 
 `hidden` is what the target's forward computed: its final hidden state at every position it just
-read (the prompt but its last token at the start; the last committed token and the k drafts after
-a verification). Most drafters ignore it; a feature-level head (specviz.heads) drafts from it.
+read (the prompt but its last token at the start; after a verification, the last committed token
+and the kept drafts). Most drafters ignore it; a feature-level head (specviz.heads) drafts from it.
 """
 
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass, replace
 from pathlib import Path
-from dataclasses import dataclass
 from typing import Callable
 
 import torch
 from transformers import DynamicCache
 
-from .config import MAX_GAMMA, Decoding, Sampling
+from .config import MAX_GAMMA, Decoding, Sampling, TreeShape
 from .errors import ConfigError
 from .heads import KVCache, is_head, load_head
 from .models import LoadedModel, draft_folders, load_model, shared_vocab
+from .trees import Grown, depths, grow, keep_branch, merge_trees, trie, visibility
 from .verify import choose, distribution
 
 
 @dataclass
 class Proposal:
-    ids: torch.Tensor  # [k] drafted token ids (k may be 0)
-    probs: torch.Tensor | None  # [k, V] q at each position; None when the proposal is certain (one-hot q)
+    ids: torch.Tensor  # [k] drafted token ids (k may be 0); a tree's nodes, parents first
+    probs: torch.Tensor | None  # [k, V] the q each token was drawn from; None when the proposal is certain (one-hot q)
+    parents: list[int] | None = None  # a tree: node i follows node parents[i] (-1 = the last committed token)
 
 
 def drop_last(cache: DynamicCache, count: int) -> None:
@@ -50,15 +55,18 @@ class Drafter:
         self.name = name
         self.gamma = 1
         self.adaptive = False
+        self.tree = TreeShape()  # budget 0: chains
 
     def start(self, prompt_ids: torch.Tensor, settings: Decoding, hidden: torch.Tensor | None = None) -> None:
         self.gamma = settings.gamma
         self.adaptive = settings.adaptive
+        self.tree = settings.tree
 
     def propose(self, context: torch.Tensor, k: int, sampling: Sampling, generator) -> Proposal:
         raise NotImplementedError
 
-    def feedback(self, n_accepted: int, n_drafted: int, hidden: torch.Tensor | None = None) -> None:
+    def feedback(self, n_accepted: int, n_drafted: int, hidden: torch.Tensor | None = None,
+                 kept: list[int] | None = None) -> None:
         """Adaptive γ, the well-known schedule: +2 after a fully accepted round, -1 otherwise."""
         if self.adaptive and n_drafted:
             if n_accepted == n_drafted:
@@ -88,6 +96,8 @@ class ModelDrafter(Drafter):
         self.cache = None
         self.seen = 0  # context positions whose keys/values are in self.cache
         self.context_len = 0  # committed tokens when the last proposal was made
+        self.grown: Grown | None = None  # the last proposal's tree, if it was one
+        self.fed: list[int] = []  # its nodes (numbered as grown) in the order their keys follow the context
 
     def start(self, prompt_ids, settings, hidden=None):
         super().start(prompt_ids, settings)
@@ -99,8 +109,11 @@ class ModelDrafter(Drafter):
 
     def propose(self, context, k, sampling, generator) -> Proposal:
         self.context_len = context.shape[1]
+        self.grown = None
         if k == 0:
             return Proposal(context.new_empty(0), None)
+        if self.tree.on:
+            return self._propose_tree(context, k, sampling, generator)
         ids, probs = [], []
         step_input = context[:, self.seen :]  # tokens committed since the last round
         for _ in range(k):
@@ -114,9 +127,49 @@ class ModelDrafter(Drafter):
         self.seen = self.context_len + k - 1
         return Proposal(torch.stack(ids), torch.stack(probs))
 
-    def feedback(self, n_accepted, n_drafted, hidden=None):
+    def _propose_tree(self, context, depth, sampling, generator) -> Proposal:
+        """Grow a tree: the context first, then one forward per depth over the nodes expanded there."""
+        logits = self.model(context[:, self.seen :], past_key_values=self.cache, use_cache=True, logits_to_keep=1).logits
+        self.seen = self.context_len
+        self.fed = []
+        slots: dict[int, int] = {}
+
+        def expand(nodes, tokens, parents):
+            for node in nodes:
+                slots[node] = len(self.fed)
+                self.fed.append(node)
+            total = self.context_len + len(self.fed)
+            allowed = visibility(parents, [slots.get(i, -1) for i in range(len(parents))], nodes,
+                                 self.context_len, total, context.device)
+            mask = torch.zeros(1, 1, len(nodes), total, dtype=self.model.dtype, device=context.device)
+            mask.masked_fill_(~allowed, torch.finfo(self.model.dtype).min)
+            level = depths(parents)
+            # The last committed token sits at context_len - 1; a node of depth d at context_len - 1 + d.
+            positions = torch.tensor([[self.context_len - 1 + level[n] for n in nodes]], device=context.device)
+            step = torch.tensor([[tokens[n] for n in nodes]], device=context.device)
+            out = self.model(step, past_key_values=self.cache, attention_mask=mask, position_ids=positions,
+                             use_cache=True).logits
+            return distribution(out[0, :, : self.vocab_size], sampling)
+
+        self.grown = grow(distribution(logits[0, -1, : self.vocab_size], sampling), expand, self.tree, depth,
+                          sampling, generator)
+        return Proposal(torch.tensor(self.grown.tokens, device=context.device), self.grown.rows, self.grown.parents)
+
+    def feedback(self, n_accepted, n_drafted, hidden=None, kept=None):
         super().feedback(n_accepted, n_drafted)
         if n_drafted == 0:
+            return
+        if self.grown is not None:
+            # The cache holds the context and the expanded nodes (self.fed). Keep the accepted branch's nodes that
+            # were fed: a node is expanded only after its parent, so they are a prefix of the branch.
+            fed_at = {node: slot for slot, node in enumerate(self.fed)}
+            slots = []
+            for node in kept or []:
+                if self.grown.origin[node] not in fed_at:
+                    break
+                slots.append(fed_at[self.grown.origin[node]])
+            keep_branch(self.cache, self.context_len, len(self.fed), slots)
+            self.seen = self.context_len + len(slots)
             return
         # Keep the context and the accepted drafts the cache has seen: min(n_accepted, k-1) of them.
         # After a fully accepted round nothing is dropped: d_k and the bonus token are fed next round.
@@ -143,11 +196,11 @@ class NgramDrafter(Drafter):
         super().__init__(name)
         self.max_ngram, self.min_ngram, self.weak_match_tokens = max_ngram, min_ngram, weak_match_tokens
         self.tokens: list[int] = []
-        self.latest: dict[tuple[int, ...], int] = {}  # n-gram -> start of its latest continuation
+        self.starts: dict[tuple[int, ...], list[int]] = {}  # n-gram -> starts of its continuations, oldest first
 
     def start(self, prompt_ids, settings, hidden=None):
         super().start(prompt_ids, settings)
-        self.tokens, self.latest = [], {}
+        self.tokens, self.starts = [], {}
 
     def _extend(self, new_tokens: list[int]) -> None:
         for token in new_tokens:
@@ -155,17 +208,22 @@ class NgramDrafter(Drafter):
             end = len(self.tokens) - 1  # the n-grams ending just before `token` now have a continuation
             for n in range(self.min_ngram, self.max_ngram + 1):
                 if end - n >= 0:
-                    self.latest[tuple(self.tokens[end - n : end])] = end
+                    self.starts.setdefault(tuple(self.tokens[end - n : end]), []).append(end)
+
+    def _matches(self, k: int, limit: int):
+        """Continuations of the context's last n-gram, longest n first and latest match first (at most `limit`)."""
+        for n in range(self.max_ngram, self.min_ngram - 1, -1):
+            length = k if n > self.min_ngram else min(k, self.weak_match_tokens)
+            for start in reversed(self.starts.get(tuple(self.tokens[-n:]), [])[-limit:]):
+                yield self.tokens[start : start + length]
 
     def propose(self, context, k, sampling, generator) -> Proposal:
         self._extend(context[0, len(self.tokens) :].tolist())
-        found: list[int] = []
-        if k > 0:
-            for n in range(self.max_ngram, self.min_ngram - 1, -1):
-                start = self.latest.get(tuple(self.tokens[-n:]))
-                if start is not None:
-                    found = self.tokens[start : start + (k if n > self.min_ngram else min(k, self.weak_match_tokens))]
-                    break
+        if k > 0 and self.tree.on:  # a tree: several earlier matches as branches, shared prefixes merged
+            tokens, parents = trie(list(self._matches(k, self.tree.budget)), self.tree.budget)
+            if tokens:
+                return Proposal(torch.tensor(tokens, dtype=torch.long, device=context.device), None, parents)
+        found = next(self._matches(k, 1), []) if k > 0 else []
         return Proposal(torch.tensor(found, dtype=torch.long, device=context.device), None)
 
 
@@ -210,6 +268,8 @@ class HeadDrafter(Drafter):
         self.true_length = self.cache.length
         if k == 0 or self.cache.length == 0:  # a one-token prompt: no feature to draft from yet
             return Proposal(context.new_empty(0), None)
+        if self.tree.on:
+            return self._propose_tree(context, k, sampling, generator)
         ids, probs = [], []
         feature = self.feature
         for i in range(k):
@@ -224,11 +284,40 @@ class HeadDrafter(Drafter):
         full[:, self.vocab_ids] = torch.stack(probs)  # q is 0 outside the draft vocabulary
         return Proposal(torch.stack(ids), full)
 
-    def feedback(self, n_accepted, n_drafted, hidden=None):
+    def _propose_tree(self, context, depth, sampling, generator) -> Proposal:
+        """Grow a tree: each expansion reads the chosen nodes' pairs (parent's predicted feature, token) at once."""
+        features: dict[int, torch.Tensor] = {}  # node -> the feature the head predicted after reading it
+        slots: dict[int, int] = {}
+
+        def q_draft(feature):  # q on the draft vocabulary
+            return distribution(feature @ self.rows.T, sampling)
+
+        def expand(nodes, tokens, parents):
+            for node in nodes:
+                slots[node] = len(slots)
+            total = self.true_length + len(slots)
+            allowed = visibility(parents, [slots.get(i, -1) for i in range(len(parents))], nodes,
+                                 self.true_length, total, context.device)
+            level = depths(parents)
+            # The root's prediction came from the pair at true_length - 1; a node of depth d sits d places later.
+            positions = torch.tensor([self.true_length - 1 + level[n] for n in nodes], device=context.device)
+            inputs = torch.stack([features[parents[n]] if parents[n] >= 0 else self.feature for n in nodes])
+            token_ids = torch.tensor([tokens[n] for n in nodes], device=context.device)
+            out = self.head.step(self.embedding[token_ids], inputs, self.cache, positions, allowed)
+            for node, feature in zip(nodes, out):
+                features[node] = feature
+            return q_draft(out)
+
+        grown = grow(q_draft(self.feature.view(1, -1))[0], expand, self.tree, depth, sampling, generator, self.vocab_ids)
+        full = torch.zeros(len(grown.tokens), self.vocab_size, dtype=grown.rows.dtype, device=context.device)
+        full[:, self.vocab_ids] = grown.rows  # q is 0 off the draft vocabulary
+        return Proposal(torch.tensor(grown.tokens, device=context.device), full, grown.parents)
+
+    def feedback(self, n_accepted, n_drafted, hidden=None, kept=None):
         super().feedback(n_accepted, n_drafted)
-        # Drop every pair read while drafting: they carried the head's predicted features. The
-        # target's true features for the last committed token and the kept drafts (n_accepted + 1
-        # rows of this verification) are read before the next round instead.
+        # Drop every pair read while drafting (a chain's or a tree's): they carried the head's predicted
+        # features. The target's true features for the last committed token and the kept drafts (the
+        # first n_accepted + 1 rows the loop hands over) are read before the next round instead.
         self.cache.truncate(self.true_length)
         if hidden is not None:
             self.pending = torch.cat([self.pending, hidden[: n_accepted + 1].to(self.pending.dtype)])
@@ -250,12 +339,25 @@ class HybridDrafter(Drafter):
 
     def propose(self, context, k, sampling, generator) -> Proposal:
         proposal = self.ngram.propose(context, k, sampling, generator)
-        # In an n-gram round the head reads nothing: the true features wait for its next proposal.
-        return proposal if proposal.ids.shape[0] else self.head.propose(context, k, sampling, generator)
+        if not proposal.ids.shape[0]:
+            return self.head.propose(context, k, sampling, generator)
+        if not self.tree.on or proposal.ids.shape[0] >= self.tree.budget:
+            # In an n-gram round the head reads nothing: the true features wait for its next proposal.
+            return proposal
+        # A tree with room left: the n-gram branches first, then the head's best guesses beside them (where the
+        # copied text goes wrong, the head's alternatives may be right). Both are kept as certain proposals (one-hot
+        # q): candidates fixed before verification keep recursive rejection sampling exact whatever drew them.
+        copied = proposal.parents if proposal.parents is not None else list(range(-1, proposal.ids.shape[0] - 1))
+        self.head.tree = replace(self.tree, budget=self.tree.budget - len(copied))
+        guessed = self.head.propose(context, k, sampling, generator)
+        self.head.tree = self.tree
+        tokens, parents = merge_trees((proposal.ids.tolist(), copied),
+                                      (guessed.ids.tolist(), guessed.parents or []), self.tree.budget)
+        return Proposal(torch.tensor(tokens, dtype=torch.long, device=context.device), None, parents)
 
-    def feedback(self, n_accepted, n_drafted, hidden=None):
+    def feedback(self, n_accepted, n_drafted, hidden=None, kept=None):
         super().feedback(n_accepted, n_drafted)
-        self.head.feedback(n_accepted, n_drafted, hidden)
+        self.head.feedback(n_accepted, n_drafted, hidden, kept)
 
 
 def layer_skip_view(model: torch.nn.Module, n_layers: int) -> torch.nn.Module:

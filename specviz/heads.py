@@ -148,15 +148,21 @@ class DraftHead(nn.Module):
         return self.out_norm(x)
 
     # --- drafting: one or more new pairs against a cache ------------------------------------
-    def step(self, embeddings: torch.Tensor, features: torch.Tensor, cache: KVCache) -> torch.Tensor:
-        """Read n new pairs ([n, H] each) after the cached ones; the predicted next features [n, H]."""
+    def step(self, embeddings: torch.Tensor, features: torch.Tensor, cache: KVCache,
+             positions: torch.Tensor | None = None, allowed: torch.Tensor | None = None) -> torch.Tensor:
+        """Read n new pairs ([n, H] each) after the cached ones; the predicted next features [n, H].
+
+        By default the pairs follow the cache in a line. A tree passes their positions and which cached or new
+        entries each may read (allowed: bool [n, cache length + n]; specviz.trees.visibility).
+        """
         n = embeddings.shape[0]
-        positions = torch.arange(cache.length, cache.length + n, device=embeddings.device)
+        if positions is None:
+            positions = torch.arange(cache.length, cache.length + n, device=embeddings.device)
         x = self.inputs(embeddings, features)
         q, k, v = self.qkv(x, positions)
         keys, values = cache.append(k, v)
-        attended = F.scaled_dot_product_attention(
-            q, keys, values, attn_mask=_causal_tail(n, keys.shape[1], q.device), enable_gqa=True)
+        mask = allowed if allowed is not None else _causal_tail(n, keys.shape[1], q.device)
+        attended = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
         return self.finish(x, attended)
 
 

@@ -32,6 +32,29 @@ class Alternative:
 
 
 @dataclass
+class TreeRecord:
+    """A round's token tree (specviz.trees): every drafted node, whether or not the target reached it."""
+
+    tokens: list[int]
+    parents: list[int]  # node i follows node parents[i]; -1 = the last committed token
+    q: list[float]  # draft probability of each node's token (under its parent's q)
+    p: list[float | None]  # target probability of each node's token; None where the target never looked
+    status: list[str]  # ACCEPTED (the kept branch), REJECTED (tested and refused) or DRAFTED (never reached)
+    text: list[str] = field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def depth(self) -> int:
+        level: list[int] = []
+        for parent in self.parents:
+            level.append(1 if parent < 0 else level[parent] + 1)
+        return max(level, default=0)
+
+
+@dataclass
 class Round:
     index: int
     gamma: int  # γ used this round (adaptive, and cut so no draft lies past max-new-tokens)
@@ -48,6 +71,14 @@ class Round:
     verify_seconds: float
     drafted_text: list[str] = field(default_factory=list)
     next_text: str = ""
+    # A tree round: all its nodes. `drafted` then shows the branch the target walked: the kept nodes and the
+    # first child it refused after them, so every chain view reads a tree round too.
+    tree: TreeRecord | None = None
+
+    @property
+    def verified(self) -> int:
+        """Drafted tokens the target read in its forward (γ of a chain, the node count of a tree)."""
+        return self.tree.size if self.tree else len(self.drafted)
 
     @property
     def rejected_position(self) -> int | None:
@@ -122,7 +153,33 @@ class Run:
 
     @property
     def draft_seconds_per_token(self) -> float:
-        return self.draft_seconds / self.drafted if self.drafted else 0.0
+        """Drafting time per token drafted (every node of a tree counts)."""
+        verified = sum(r.verified for r in self.rounds)
+        return self.draft_seconds / verified if verified else 0.0
+
+    @property
+    def is_tree(self) -> bool:
+        return any(r.tree for r in self.rounds)
+
+    def accept_by_rank(self) -> list[float]:
+        """a_r: how often a tree's rank-r child was kept when the target reached its parent (tree rounds only)."""
+        tested: list[int] = []
+        kept: list[int] = []
+        for t in (r.tree for r in self.rounds if r.tree):
+            reached = {-1} | {i for i, s in enumerate(t.status) if s == ACCEPTED}
+            for rank, parent, status in zip(theory.sibling_ranks(t.parents), t.parents, t.status):
+                if parent in reached:
+                    tested += [0] * (rank + 1 - len(tested))
+                    kept += [0] * (rank + 1 - len(kept))
+                    tested[rank] += 1
+                    kept[rank] += status == ACCEPTED
+        return [k / n if n else 0.0 for k, n in zip(kept, tested)]
+
+    def tree_expected_tokens(self) -> float:
+        """The tree theory's tokens per round: each round's shape under the run's own a_r (chain rounds give 1)."""
+        a = self.accept_by_rank()
+        values = [theory.tree_expected_tokens(r.tree.parents, a) if r.tree else 1.0 for r in self.rounds]
+        return statistics.fmean(values) if values else 0.0
 
     @property
     def step_seconds(self) -> float:
@@ -159,6 +216,11 @@ class Run:
         reached = [sum(len(r.drafted) > i for r in self.rounds) for i in range(longest)]
         accepted = [sum(len(r.drafted) > i and r.n_accepted > i for r in self.rounds) for i in range(longest)]
         return reached, accepted
+
+    @property
+    def mean_verified(self) -> float:
+        """Drafted tokens the target read per round (a tree's nodes, a chain's drafts)."""
+        return statistics.fmean(r.verified for r in self.rounds) if self.rounds else 0.0
 
     @property
     def drafting_rounds(self) -> int:
@@ -199,7 +261,8 @@ class Run:
         try:
             data = dict(data)
             data["rounds"] = [
-                Round(**{**r, "alternatives": [[Alternative(**a) for a in pos] for pos in r["alternatives"]]})
+                Round(**{**r, "alternatives": [[Alternative(**a) for a in pos] for pos in r["alternatives"]],
+                         "tree": TreeRecord(**r["tree"]) if r.get("tree") else None})
                 for r in data["rounds"]
             ]
             names = {f.name for f in fields(cls)}
@@ -241,6 +304,12 @@ def _check_types(run: Run) -> None:
                 f"round {r.index} probabilities/times")
         need(len(r.q) == len(r.p) == len(r.drafted) and 0 <= r.n_accepted <= len(r.drafted), f"round {r.index} sizes")
         need(r.next_kind in (RESAMPLED, BONUS, TARGET), f"round {r.index} next_kind")
+        if r.tree is not None:
+            t = r.tree
+            ints(t.tokens, f"round {r.index} tree tokens")
+            ints(t.parents, f"round {r.index} tree parents")
+            need(len(t.parents) == len(t.q) == len(t.p) == len(t.status) == len(t.tokens)
+                 and all(-1 <= parent < i for i, parent in enumerate(t.parents)), f"round {r.index} tree shape")
 
 
 @dataclass
@@ -288,15 +357,24 @@ class Comparison:
 
     @property
     def theoretical_speedup(self) -> float:
-        """(1-α^(γ+1)) / ((1-α)(γc+1)) from the run's own per-token α, c and γ (tokens drafted per round)."""
+        """(1-α^(γ+1)) / ((1-α)(γc+1)) from the run's own per-token α, c and γ (tokens drafted per round).
+        A tree run: the tree theory's tokens per round (its shapes and a_r) over its drafting cost plus one step."""
+        if self.spec.is_tree:
+            return self._tree_theory(1.0)
         return theory.expected_speedup(self.spec.implied_alpha, self.spec.mean_drafted, self.cost_ratio)
 
     @property
     def theoretical_speedup_measured_verify(self) -> float:
         """The same with the verification forward costed as measured instead of as one step."""
+        if self.spec.is_tree:
+            return self._tree_theory(self.verify_cost)
         return theory.expected_speedup(
             self.spec.implied_alpha, self.spec.mean_drafted, self.cost_ratio, self.verify_cost
         )
+
+    def _tree_theory(self, verify_steps: float) -> float:
+        return theory.tree_speedup(self.spec.tree_expected_tokens(), self.cost_ratio * self.spec.mean_verified,
+                                   verify_steps)
 
     def summary(self) -> dict:
         return {

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 import pandas as pd
 
 from . import measure, theory
-from .config import Decoding
+from .config import MAX_GAMMA, Decoding, TreeShape
 from .drafters import Loader, build_drafter
 from .errors import ConfigError
 from .models import LoadedModel, load_model
@@ -109,17 +109,25 @@ def gamma_sweep(
     on_point: OnPoint | None = None,
     should_stop: ShouldStop | None = None,
     repeats: int = 1,
+    tree_depth: int = 0,
 ) -> list[Point]:
-    """One drafter at every γ in `gammas` on every prompt; stops early (keeping what is done) on request."""
+    """One drafter at every γ in `gammas` on every prompt; stops early (keeping what is done) on request.
+
+    tree_depth > 0 also measures, at each γ = N, a token tree of N nodes at most tree_depth deep (the settings'
+    branching and mode): it verifies as many drafted tokens per round as the chain. Its points are named
+    `tree_label(draft)`.
+    """
     gammas = sorted(set(gammas))
     if not gammas:
         raise ConfigError("no draft length γ to measure; pick a range such as 1 to 8")
-    at_gamma = {g: replace(settings, gamma=g) for g in gammas}  # refuses an out-of-range γ up front
+    at_gamma = {g: replace(settings, gamma=g, tree=TreeShape()) for g in gammas}  # refuses an out-of-range γ up front
+    shape = settings.tree if settings.tree.on else TreeShape(budget=1)
+    as_tree = {g: replace(settings, gamma=tree_depth, tree=replace(shape, budget=g)) for g in gammas} if tree_depth else {}
     _check_prompts(prompts)
     build_drafter(draft, target, load)  # refuse an unknown or incompatible draft before timing anything
     make = lambda: build_drafter(draft, target, load)  # a fresh drafter per run
     points: list[Point] = []
-    total = len(prompts) * len(gammas)
+    total = len(prompts) * len(gammas) * (2 if as_tree else 1)
     for index, prompt in enumerate(prompts):
         if should_stop and should_stop():
             break
@@ -132,7 +140,16 @@ def gamma_sweep(
             points.append(Point(index, draft, gamma, c))
             if on_point:
                 on_point(points[-1], len(points), total)
+            if gamma in as_tree and not (should_stop and should_stop()):
+                c = measure.compare(target, make, prompt, as_tree[gamma], baseline=baseline, repeats=repeats, warm=False)
+                points.append(Point(index, tree_label(draft), gamma, c))
+                if on_point:
+                    on_point(points[-1], len(points), total)
     return points
+
+
+def tree_label(draft: str) -> str:
+    return f"{draft} · tree"
 
 
 def compare_drafts(
@@ -145,28 +162,43 @@ def compare_drafts(
     should_stop: ShouldStop | None = None,
     repeats: int = 1,
 ) -> list[Point]:
-    """Every drafter on every prompt at the same γ and seed, all against one baseline per prompt."""
+    """Every drafter on every prompt at the same γ and seed, all against one baseline per prompt.
+
+    With a tree budget N in the settings each drafter runs twice: as that tree and as a chain of γ=N, which
+    verifies as many drafted tokens per round (`variants`).
+    """
     check_draft_count(drafts)
     _check_prompts(prompts)
     makers = {}
     for spec in drafts:
         build_drafter(spec, target, load)  # refuse a bad draft before timing anything
         makers[spec] = lambda s=spec: build_drafter(s, target, load)
+    runs = variants(drafts, settings)
     points: list[Point] = []
-    total = len(prompts) * len(drafts)
+    total = len(prompts) * len(runs)
     for index, prompt in enumerate(prompts):
         if should_stop and should_stop():
             break
         baseline = _baseline(target, prompt, settings, repeats)
-        for spec, make in makers.items():
+        for label, spec, at in runs:
             if should_stop and should_stop():
                 return points
-            measure.warm_up(target, make, prompt, settings)
-            c = measure.compare(target, make, prompt, settings, baseline=baseline, repeats=repeats, warm=False)
-            points.append(Point(index, spec, settings.gamma, c))
+            measure.warm_up(target, makers[spec], prompt, at)
+            c = measure.compare(target, makers[spec], prompt, at, baseline=baseline, repeats=repeats, warm=False)
+            points.append(Point(index, label, at.gamma, c))
             if on_point:
                 on_point(points[-1], len(points), total)
     return points
+
+
+def variants(drafts: list[str], settings: Decoding) -> list[tuple[str, str, Decoding]]:
+    """(label, drafter spec, settings) of every run per prompt: each drafter as asked, and with a tree
+    budget N also as a chain of γ=N (the same number of drafted tokens verified per round)."""
+    if not settings.tree.on:
+        return [(spec, spec, settings) for spec in drafts]
+    n = settings.tree.budget
+    chain = replace(settings, gamma=min(n, MAX_GAMMA), tree=TreeShape())
+    return [row for spec in drafts for row in ((f"{spec} · tree {n}", spec, settings), (f"{spec} · chain γ={n}", spec, chain))]
 
 
 def check_draft_count(drafts: list[str]) -> None:

@@ -20,7 +20,7 @@ import torch
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from . import links, measure, ui_room
-from .config import Decoding, Sampling, Verification  # noqa: F401 — Decoding is re-exported for pages
+from .config import Decoding, Sampling, TreeShape, Verification  # noqa: F401 — Decoding is re-exported for pages
 from .drafters import build_drafter
 from .errors import OUT_OF_MEMORY, SpecVizError
 from .heads import is_head
@@ -175,7 +175,10 @@ def prompt_params(key: str) -> list[links.Param]:
 
 def decoding_params(key: str, with_gamma: bool = True) -> list[links.Param]:
     """The controls of `decoding_controls(key, …)` in the URL (those not shown are left out of it)."""
-    gamma = [links.Param(f"{key}-gamma", "gamma", int), links.Param(f"{key}-adaptive", "adaptive", bool)]
+    gamma = [links.Param(f"{key}-gamma", "gamma", int), links.Param(f"{key}-adaptive", "adaptive", bool),
+             links.Param(f"{key}-tree", "tree", int),
+             links.Param(f"{key}-branching", "branching", int, choices=lambda: (1, 2, 3, 4)),
+             links.Param(f"{key}-treemode", "tree_shape", choices=lambda: ("dynamic", "static"))]
     return (gamma if with_gamma else []) + [
         links.Param(f"{key}-temp", "temperature", float), links.Param(f"{key}-topp", "top_p", float),
         links.Param(f"{key}-mode", "verification", choices=lambda: ("exact", "relaxed")),
@@ -253,6 +256,7 @@ def decoding_controls(key: str, with_gamma: bool = True, with_verification: bool
     """Sliders for γ, verification, sampling, length and seed; raises SpecVizError if out of range."""
     gamma = st.slider("Draft length γ", 1, 16, 4, key=f"{key}-gamma") if with_gamma else 4
     adaptive = st.checkbox("Adaptive γ (+2 after a full accept, −1 otherwise)", key=f"{key}-adaptive") if with_gamma else False
+    tree = tree_controls(key) if with_gamma else TreeShape()
     temperature = st.slider("Temperature (0 = greedy)", 0.0, 2.0, 0.0, 0.05, key=f"{key}-temp")
     top_p = st.slider("Top-p", 0.05, 1.0, 1.0, 0.05, key=f"{key}-topp", disabled=temperature == 0)
     verification = Verification()
@@ -271,7 +275,21 @@ def decoding_controls(key: str, with_gamma: bool = True, with_verification: bool
     chat = not st.checkbox("Raw prompt (no chat template)", key=f"{key}-raw",
                            help="By default the prompt is a user message in the target's chat template")
     return Decoding(gamma=gamma, adaptive=adaptive, max_new_tokens=max_new, seed=int(seed), chat=chat,
-                    sampling=Sampling(temperature=temperature, top_p=top_p), verification=verification)
+                    sampling=Sampling(temperature=temperature, top_p=top_p), verification=verification, tree=tree)
+
+
+def tree_controls(key: str) -> TreeShape:
+    """The tree budget beside γ: 0 drafts a chain; N drafts a tree of N nodes, γ deep, verified in one forward."""
+    budget = st.slider("Token tree: nodes per round (0 = a chain of γ)", 0, 32, 0, key=f"{key}-tree",
+                       help="A tree drafts several candidates per position and the target verifies all N nodes in one "
+                            "forward (a chain of γ=N verifies as many). γ is then the tree's depth.")
+    if not budget:
+        return TreeShape()
+    branching = st.select_slider("Children per node", [1, 2, 3, 4], 2, key=f"{key}-branching")
+    mode = st.radio("Tree shape", ["dynamic", "static"], horizontal=True, key=f"{key}-treemode",
+                    help="dynamic: keep the nodes with the highest cumulative draft probability (EAGLE-2); "
+                         "static: the same shape every round")
+    return TreeShape(budget=budget, branching=branching, mode=mode)
 
 
 def baseline_key(target: str, prompt: str, settings: Decoding) -> str:

@@ -55,6 +55,7 @@ class LazyLogits:
 
     def __init__(self, n: int, rows: Callable[[int, int], torch.Tensor]):
         self.n, self._rows, self._done = n, rows, None
+        self._picked: dict[int, torch.Tensor] = {}  # rows asked for one by one (a tree's branch)
 
     @classmethod
     def ready(cls, logits: torch.Tensor) -> LazyLogits:
@@ -71,6 +72,14 @@ class LazyLogits:
             self._done = more if self._done is None else torch.cat([self._done, more])
         return self._done[:m]
 
+    def rows(self, indices: list[int]) -> torch.Tensor:
+        """Logits of the given positions, [len(indices), V], each computed once (a tree needs its branch only)."""
+        have = 0 if self._done is None else self._done.shape[0]
+        for i in indices:
+            if i >= have and i not in self._picked:
+                self._picked[i] = self._rows(i, i + 1)[0]
+        return torch.stack([self._done[i] if i < have else self._picked[i] for i in indices])
+
     @property
     def computed(self) -> torch.Tensor:
         return self._done
@@ -82,6 +91,11 @@ class Verdict:
     next_token: int  # resampled token (after a rejection) or bonus token (all accepted)
     resampled: bool  # True when a draft token was rejected and next_token replaces it
     p: torch.Tensor  # target distribution at the verified positions computed, [1 or γ+1, V]
+
+    @property
+    def kept(self) -> list[int]:
+        """The drafted tokens kept, by index: a chain's accepted prefix."""
+        return list(range(self.n_accepted))
 
 
 def residual(p: torch.Tensor, q: torch.Tensor, lenience: float = 1.0) -> torch.Tensor:

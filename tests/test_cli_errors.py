@@ -62,3 +62,21 @@ def test_missing_local_model_folder(capsys, tmp_path):
 
 def test_folder_without_config(capsys, tmp_path):
     assert "config.json" in _error(capsys, ["run", "--target", str(tmp_path), "--prompt", "hi"])
+
+
+def test_tree_budget_out_of_range(capsys):
+    assert "tree budget" in _error(capsys, ["run", "--prompt", "hi", "--tree-budget", "999"])
+
+
+def test_tree_branching_zero(capsys):
+    assert "branching" in _error(capsys, ["run", "--prompt", "hi", "--tree-budget", "4", "--tree-branching", "0"])
+
+
+def test_tree_vs_chain_needs_a_tree(capsys, tmp_path):
+    assert "--tree-budget" in _error(capsys, ["bench", "--draft", "ngram", "--prompts", "eval", "--tree-vs-chain",
+                                              "--out", str(tmp_path / "o.jsonl")])
+
+
+def test_tree_with_relaxed_sampling_is_refused(capsys):
+    assert "exactly" in _error(capsys, ["run", "--prompt", "hi", "--tree-budget", "4", "--temperature", "1",
+                                        "--verify", "relaxed", "--lenience", "0.5"])

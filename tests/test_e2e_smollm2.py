@@ -72,3 +72,28 @@ def test_cli_run_prints_rounds_and_figures(capsys):
     assert main(["run", "--draft", "ngram", "--prompt", "Say hello twice.", "--max-new-tokens", "8"]) == 0
     out = capsys.readouterr().out
     assert "measured speedup" in out and "identical to target alone" in out and "|" in out
+
+
+@pytest.mark.parametrize("draft", ["smol-head-8k", "ngram+smol-head-8k", "layerskip:8"])
+def test_greedy_token_tree_output_is_identical_on_the_real_pair(smol, prompts, draft):
+    from specviz.config import TreeShape
+
+    settings = Decoding(gamma=4, max_new_tokens=32, tree=TreeShape(budget=6, branching=2))
+    for prompt in prompts:
+        base = generate(smol, None, prompt, Decoding(max_new_tokens=32))
+        spec = generate(smol, build_drafter(draft, smol), prompt, settings)
+        assert spec.output_ids == base.output_ids, f"{draft} tree changed the output on {prompt[:40]!r}"
+        assert spec.is_tree and len(spec.rounds) < len(base.rounds)
+
+
+def test_cli_bench_tree_vs_chain_pairs_each_tree_with_its_chain(tmp_path, prompts):
+    source = tmp_path / "prompts.jsonl"
+    source.write_text(json.dumps({"id": "p0", "prompt": prompts[0]}) + "\n")
+    out = tmp_path / "out.jsonl"
+    code = main(["bench", "--draft", "smol-head-8k", "--prompts", str(source), "--max-new-tokens", "12",
+                 "--gamma", "3", "--tree-budget", "4", "--tree-vs-chain", "--out", str(out)])
+    assert code == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["gamma"], r["tree_budget"]) for r in rows] == [(3, 4), (4, 0)]
+    assert all(set(BENCH_FIELDS) <= set(r) and r["identical"] for r in rows)
+    assert rows[0]["verified_per_round"] <= 4 and rows[1]["verified_per_round"] <= 4

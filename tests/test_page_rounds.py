@@ -1,5 +1,7 @@
 """AppTest of Home and Rounds on the real engine (embedded SmolLM2, short runs)."""
 
+import json
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -52,3 +54,19 @@ def test_rounds_run_replay_and_bad_input_keeps_results():
     assert not at.exception
     assert any("prompt is empty" in e.value for e in at.error)
     assert at.session_state["rounds-result"] is again
+
+
+def test_rounds_draws_a_token_tree_and_its_mask():
+    at = AppTest.from_file("../pages/1_Rounds.py", default_timeout=300).run()
+    at.selectbox(key="rounds-draft").set_value("smol-head-8k")
+    at.slider(key="rounds-maxnew").set_value(16)
+    at.slider(key="rounds-tree").set_value(6)
+    at.button(key="rounds-run").click().run()
+    assert not at.exception and not at.error
+    result = at.session_state["rounds-result"]
+    assert result.identical and result.spec.is_tree
+    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
+    assert any("a tree of" in t and "verified in one target forward" in t for t in titles)
+    at.toggle(key="rounds-mask").set_value(True).run()
+    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
+    assert any("Tree attention mask" in t for t in titles)

@@ -154,3 +154,20 @@ def test_measured_runs_of_this_session_are_points_on_the_curve():
     assert [x for x, _ in shown] == pytest.approx([x for x, _ in expected])
     assert [y for _, y in shown] == pytest.approx([y for _, y in expected])
     assert any("2 measured run(s)" in c.value for c in at.caption)
+
+
+def test_tree_section_draws_the_measured_verify_cost_and_chain_against_tree():
+    from specviz.tree_cost import load_verify_cost
+
+    at = open_page()
+    cost = load_verify_cost()
+    charts = {c.proto.id: json.loads(c.proto.spec) for c in at.get("plotly_chart")}
+    shown = [fig for fig in charts.values() if "Verification cost v(N)" in json.dumps(fig.get("layout", {}).get("title"))]
+    assert shown and shown[0]["data"][0]["y"] == cost["steps"]
+    # Raising the second choice's chance raises the tree's curve, never the chain's.
+    before = [fig for fig in charts.values() if "Chain or tree" in json.dumps(fig.get("layout", {}).get("title"))][0]
+    at.slider(key="theory-a1").set_value(0.3).run()
+    after = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    after = [fig for fig in after if "Chain or tree" in json.dumps(fig.get("layout", {}).get("title"))][0]
+    assert after["data"][0]["y"] == before["data"][0]["y"]
+    assert all(b > a for a, b in zip(before["data"][1]["y"][1:], after["data"][1]["y"][1:]))

@@ -22,7 +22,7 @@ CURVE_STEPS = 20  # points of the smooth theory curve per unit of γ
 SYMBOLS = ["circle", "square", "diamond", "triangle-up", "cross", "x", "star", "hexagon"]  # lines differ by more than colour
 
 
-def alpha_figure(table: pd.DataFrame) -> go.Figure:
+def alpha_figure(table: pd.DataFrame, trees: pd.DataFrame | None = None) -> go.Figure:
     """α and tokens per round vs γ: α falls as drafts grow longer while tokens per round still rise."""
     gammas = table["gamma"].tolist()
     fig = go.Figure()
@@ -31,6 +31,10 @@ def alpha_figure(table: pd.DataFrame) -> go.Figure:
     fig.add_scatter(x=gammas, y=table["mean_accepted"].tolist(), name="tokens per round (accepted + 1)", yaxis="y2",
                     mode="lines+markers", marker=dict(color=COLOURS[BONUS], symbol="diamond", size=9),
                     line=dict(color=COLOURS[BONUS], dash="dot"))
+    if trees is not None and not trees.empty:
+        fig.add_scatter(x=trees["gamma"].tolist(), y=trees["mean_accepted"].tolist(), yaxis="y2", mode="lines+markers",
+                        name="tokens per round, a tree of N = γ nodes", marker=dict(color=Q_COLOUR, symbol="star", size=10),
+                        line=dict(color=Q_COLOUR, dash="dash"))
     fig.update_yaxes(range=[0, 1.05])
     fig.update_xaxes(dtick=1)
     # Tokens per round lie between 1 and γ+1: the right axis shows that whole span.
@@ -39,8 +43,10 @@ def alpha_figure(table: pd.DataFrame) -> go.Figure:
     return _layout(fig, "Acceptance α and tokens per round vs γ", "draft length γ", "α")
 
 
-def speedup_figure(table: pd.DataFrame, alpha: float, c: float, best: int | None) -> go.Figure:
-    """Measured speedup per γ over the standard model's curve from the measured α and c; the best γ starred."""
+def speedup_figure(table: pd.DataFrame, alpha: float, c: float, best: int | None,
+                   trees: pd.DataFrame | None = None) -> go.Figure:
+    """Measured speedup per γ over the standard model's curve from the measured α and c; the best γ starred.
+    `trees`: a tree of N = γ nodes at each point (the same tokens verified), measured against the same baselines."""
     gammas, measured = table["gamma"].tolist(), table["speedup"].tolist()
     top = max(gammas, default=1)
     xs = [1 + i / CURVE_STEPS for i in range((top - 1) * CURVE_STEPS + 1)]
@@ -52,6 +58,10 @@ def speedup_figure(table: pd.DataFrame, alpha: float, c: float, best: int | None
                     name="theory at each γ's own α and c", marker=dict(color=THEORY_COLOUR, symbol="circle-open", size=10))
     fig.add_scatter(x=gammas, y=measured, mode="lines+markers", name="measured",
                     marker=dict(color=P_COLOUR, size=10), line=dict(color=P_COLOUR))
+    if trees is not None and not trees.empty:
+        fig.add_scatter(x=trees["gamma"].tolist(), y=trees["speedup"].tolist(), mode="lines+markers",
+                        name="measured, a tree of N = γ nodes", marker=dict(color=Q_COLOUR, symbol="diamond", size=10),
+                        line=dict(color=Q_COLOUR, dash="dot"))
     if best is not None:
         at_best = measured[gammas.index(best)]
         fig.add_scatter(x=[best], y=[at_best], mode="markers+text", name=f"best γ = {best}",

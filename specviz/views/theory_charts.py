@@ -268,3 +268,33 @@ def sweep_table(sweep: Sweep) -> pd.DataFrame:
         "value": "τ" if sweep.greedy else "lenience", "alpha": "α", "mean_accepted": "tokens / round",
         "speedup": "speedup (×)", "bleu": "BLEU", "rouge_l": "ROUGE-L", "log_likelihood": "log-likelihood",
     })
+
+
+# --- token trees -------------------------------------------------------------------------------
+def verify_cost_figure(cost: dict) -> go.Figure:
+    """v(N) as measured: one target forward over a tree of N drafted nodes, in plain decoding steps."""
+    fig = go.Figure(go.Scatter(x=cost["nodes"], y=cost["steps"], mode="lines+markers", name="v(N) measured",
+                               hovertemplate="N = %{x} nodes: %{y:.2f} target steps<extra></extra>"))
+    fig.add_hline(y=1.0, line_dash="dot", annotation_text="one plain step (the paper's v)")
+    fig.update_layout(title=f"Verification cost v(N), measured on {cost['machine'].split(';')[0]}",
+                      xaxis_title="drafted tokens verified in one forward (N)", yaxis_title="target steps",
+                      height=360, margin=dict(l=10, r=10, t=50, b=10))
+    return fig
+
+
+def tree_vs_chain_figure(accept_by_rank: list[float], c: float, cost: dict, depth: int) -> go.Figure:
+    """Expected speedup of a chain of γ=N and of the best tree of N nodes (depth ≤ `depth`), both verified at v(N)."""
+    nodes = cost["nodes"]
+    chain = [theory.expected_tokens(accept_by_rank[0], n) / (n * c + v) for n, v in zip(nodes, cost["steps"])]
+    tree = [theory.tree_speedup(theory.tree_expected_tokens(theory.best_tree(accept_by_rank, n, depth), accept_by_rank),
+                                n * c, v) for n, v in zip(nodes, cost["steps"])]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=nodes, y=chain, mode="lines+markers", name="chain of γ = N",
+                             hovertemplate="chain, γ = %{x}: %{y:.2f}×<extra></extra>"))
+    fig.add_trace(go.Scatter(x=nodes, y=tree, mode="lines+markers", name=f"best tree of N nodes (depth ≤ {depth})",
+                             marker_symbol="diamond", hovertemplate="tree, N = %{x}: %{y:.2f}×<extra></extra>"))
+    fig.add_hline(y=1.0, line_dash="dot")
+    fig.update_layout(title="Chain or tree at the same tokens verified, with v(N) as measured",
+                      xaxis_title="drafted tokens verified per round (N)", yaxis_title="expected speedup",
+                      height=360, margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.2))
+    return fig

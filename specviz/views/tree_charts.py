@@ -1,0 +1,113 @@
+"""A round's token tree and its attention mask, drawn from the round's record (no model call).
+
+The tree reads left to right: the last committed token (the root), then every drafted node by
+depth. The branch the target kept is green and drawn thick, refused nodes are red crosses, nodes
+the target never reached are open grey circles, and the resampled or bonus token follows the kept
+branch. Marker shapes repeat what the colours say; hovering a node shows q and p.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from ..records import ACCEPTED, BONUS, DRAFTED, REJECTED, RESAMPLED, Round, TreeRecord
+from ..theory import sibling_ranks
+from ..trees import ancestors, children, depths
+from .tokens import COLOURS, DESCRIPTIONS
+
+SYMBOLS = {ACCEPTED: "circle", REJECTED: "x", DRAFTED: "circle-open", RESAMPLED: "diamond", BONUS: "star",
+           "root": "square"}
+
+
+def _label(text: str) -> str:
+    return repr(text)[1:-1] if text.strip() else repr(text)
+
+
+def _rows(tree: TreeRecord) -> list[float]:
+    """A vertical place per node: leaves one below the other in drawing order, a parent level with its children."""
+    place: dict[int, float] = {}
+    next_leaf = [0]
+
+    def visit(node: int) -> float:
+        kids = children(tree.parents, node)
+        if not kids:
+            place[node] = next_leaf[0]
+            next_leaf[0] += 1
+        else:
+            place[node] = sum(visit(k) for k in kids) / len(kids)
+        return place[node]
+
+    visit(-1)
+    return [place[i] for i in range(tree.size)] + [place[-1]]
+
+
+def tree_figure(r: Round) -> go.Figure:
+    """The round's tree, root at the left, with the kept branch highlighted and the next token after it."""
+    tree = r.tree
+    level = depths(tree.parents)
+    y = _rows(tree)
+    root_y = y[-1]
+    ranks = sibling_ranks(tree.parents)
+    text = tree.text or [str(t) for t in tree.tokens]
+    kept = [i for i, s in enumerate(tree.status) if s == ACCEPTED]
+    fig = go.Figure()
+    for status in (DRAFTED, REJECTED, ACCEPTED):  # edges: kept ones thick and green, the others thin grey
+        xs, ys = [], []
+        for i in (i for i in range(tree.size) if tree.status[i] == status):
+            parent = tree.parents[i]
+            xs += [level[parent] if parent >= 0 else 0, level[i], None]
+            ys += [y[parent] if parent >= 0 else root_y, y[i], None]
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False,
+                                 line=dict(color=COLOURS[ACCEPTED] if status == ACCEPTED else "#c8c8c8",
+                                           width=4 if status == ACCEPTED else 1.5)))
+    fig.add_trace(go.Scatter(x=[0], y=[root_y], mode="markers+text", text=["last token"], textposition="bottom center",
+                             marker=dict(symbol=SYMBOLS["root"], size=14, color="#555555"), name="last committed token",
+                             hovertemplate="the last committed token: every node extends it<extra></extra>"))
+    for status in (ACCEPTED, REJECTED, DRAFTED):
+        nodes = [i for i in range(tree.size) if tree.status[i] == status]
+        if not nodes:
+            continue
+        hover = [f"{DESCRIPTIONS.get(status, status) if status != DRAFTED else 'drafted, never reached by the target'}"
+                 f"<br>node {i} · depth {level[i]} · rank {ranks[i] + 1} among its siblings"
+                 f"<br>q (draft) = {tree.q[i]:.3f} · p (target) = " + ("not computed" if tree.p[i] is None else f"{tree.p[i]:.3f}")
+                 for i in nodes]
+        fig.add_trace(go.Scatter(
+            x=[level[i] for i in nodes], y=[y[i] for i in nodes], mode="markers+text",
+            text=[_label(text[i]) for i in nodes], textposition="top center", hovertext=hover, hoverinfo="text",
+            marker=dict(symbol=SYMBOLS[status], size=16 if status == ACCEPTED else 13, color=COLOURS[status],
+                        line=dict(width=2, color=COLOURS[status])),
+            name={ACCEPTED: "kept (accepted branch)", REJECTED: "refused by the target",
+                  DRAFTED: "drafted, never reached"}[status]))
+    last = kept[-1] if kept else -1
+    fig.add_trace(go.Scatter(
+        x=[(level[last] if last >= 0 else 0) + 1], y=[y[last] if last >= 0 else root_y], mode="markers+text",
+        text=[_label(r.next_text)], textposition="top center",
+        marker=dict(symbol=SYMBOLS[r.next_kind], size=16, color=COLOURS[r.next_kind]),
+        name=DESCRIPTIONS[r.next_kind], hovertext=[f"{DESCRIPTIONS[r.next_kind]} · p (target) = {r.next_p:.3f}"],
+        hoverinfo="text"))
+    fig.update_layout(
+        height=max(260, 36 * (max(y) + 2)), margin=dict(l=10, r=10, t=40, b=10),
+        title=f"Round {r.index + 1}: a tree of {tree.size} nodes, {len(kept)} kept, verified in one target forward",
+        xaxis=dict(title="depth (tokens after the last committed one)", dtick=1, range=[-0.4, max(level) + 1.6]),
+        yaxis=dict(visible=False, autorange="reversed"),
+        legend=dict(orientation="h", y=-0.15))
+    return fig
+
+
+def mask_figure(r: Round) -> go.Figure:
+    """The target's attention over the tree: row i may read column j when j is i's ancestor or i itself."""
+    tree = r.tree
+    text = ["last token"] + [f"{i}:{_label(t)}" for i, t in enumerate(tree.text or map(str, tree.tokens))]
+    n = tree.size + 1
+    allowed = [[0] * n for _ in range(n)]
+    allowed[0][0] = 1
+    for i in range(tree.size):
+        allowed[i + 1][0] = 1
+        for a in ancestors(tree.parents, i):
+            allowed[i + 1][a + 1] = 1
+    fig = go.Figure(go.Heatmap(z=allowed, x=text, y=text, colorscale=[[0, "#f4f4f4"], [1, "#4575b4"]], showscale=False,
+                               xgap=1, ygap=1, hovertemplate="%{y} reads %{x}: %{z}<extra></extra>"))
+    fig.update_layout(title="Tree attention mask (blue: may attend; every row also reads the whole context)",
+                      height=max(300, 22 * n + 120), margin=dict(l=10, r=10, t=50, b=10),
+                      yaxis=dict(autorange="reversed"), xaxis=dict(side="top", tickangle=-60))
+    return fig

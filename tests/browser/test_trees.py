@@ -1,0 +1,36 @@
+"""A token tree on the Rounds page in Chromium: drafted live, drawn with its kept branch, its mask on demand."""
+
+from playwright.sync_api import expect
+
+from browser_helpers import SCREENSHOTS, choose, press, wait_idle
+
+
+def test_rounds_page_draws_a_live_token_tree_and_its_mask(page, app_url):
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.goto(f"{app_url}/Rounds")
+    wait_idle(page)
+    choose(page, "Draft", "smol-head-8k")
+    press(page, "Max new tokens", "Home")  # 8 tokens: a few rounds
+    press(page, "Token tree", "ArrowRight", times=6)  # a tree of 6 nodes per round
+    expect(page.get_by_text("Children per node")).to_be_visible()
+    page.get_by_role("button", name="Run", exact=True).click()
+    expect(page.get_by_text("Showing a run recorded by the project")).to_have_count(0, timeout=240_000)
+    wait_idle(page)
+    expect(page.get_by_text("Identical to the target alone")).to_be_visible()
+    expect(page.get_by_text("tree of 6 nodes")).to_be_visible()  # the run's caption
+
+    tree = page.locator('[data-testid="stPlotlyChart"]').filter(has_text="verified in one target forward")
+    expect(tree).to_be_visible()
+    expect(tree.get_by_text("last token")).to_be_attached()
+    assert tree.locator("g.point").count() >= 6  # the nodes (and root and next token) are drawn
+    legend = tree.locator("g.legend").inner_text()
+    assert "last committed token" in legend and ("kept" in legend or "refused" in legend)
+    tree.scroll_into_view_if_needed()
+    SCREENSHOTS.mkdir(exist_ok=True)
+    tree.screenshot(path=str(SCREENSHOTS / "rounds_tree.png"))
+
+    page.get_by_text("Show the tree's attention mask").click()
+    wait_idle(page)
+    mask = page.locator('[data-testid="stPlotlyChart"]').filter(has_text="Tree attention mask")
+    expect(mask).to_be_visible()
+    assert page.locator('[data-testid="stException"]').count() == 0
