@@ -14,8 +14,8 @@ ui.page_intro(
 )
 
 ui_room.room_bar(ui_room.page_id(__file__))
-LINK = [*ui.pair_params("dl"), links.Param("dl-gammas", "gammas", tuple, item=int),
-        links.Param("dl-repeats", "repeats", int), *ui.decoding_params("dl", with_gamma=False)]
+LINK = [*ui.pair_params("dl"), links.Param("dl-gammas", "gammas", tuple, item=int, limits=(1, 12)),
+        links.Param("dl-repeats", "repeats", int, limits=(1, 5)), *ui.decoding_params("dl", with_gamma=False)]
 links.restore(LINK)
 with st.sidebar:
     target, draft = ui.pair_pickers("dl", "Sweep settings")

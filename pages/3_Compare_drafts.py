@@ -18,7 +18,7 @@ ui_room.room_bar(ui_room.page_id(__file__))
 options = ui.draft_options()
 LINK = [links.Param("cmp-target", "target", choices=ui.offered(ui.target_options)),
         links.Param("cmp-drafts", "drafts", list, item=str, choices=ui.offered(ui.draft_options)),
-        links.Param("cmp-repeats", "repeats", int), *ui.decoding_params("cmp")]
+        links.Param("cmp-repeats", "repeats", int, limits=(1, 5)), *ui.decoding_params("cmp")]
 links.restore(LINK)
 named = [o for o in options if o not in ("ngram", "target") and not o.startswith("layerskip")]
 default = ["ngram", *named[:1], "layerskip:8", "target"][:4]  # model-free, distilled, self-draft and the control

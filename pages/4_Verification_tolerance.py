@@ -17,9 +17,9 @@ ui.page_intro(
 
 ui_room.room_bar(ui_room.page_id(__file__))
 LINK = [*ui.pair_params("tol"), *ui.decoding_params("tol"), *ui.prompt_params("tol"),
-        links.Param("tol-tau", "tau", tuple), links.Param("tol-lenience", "lenience_range", tuple),
-        links.Param("tol-steps", "steps", int),
-        links.Param("tol-extra", "extra", int)]
+        links.Param("tol-tau", "tau", tuple, limits=(0, 3)),
+        links.Param("tol-lenience", "lenience_range", tuple, limits=(0.05, 1)),
+        links.Param("tol-steps", "steps", int, limits=(2, 8)), links.Param("tol-extra", "extra", int, limits=(0, 99))]
 links.restore(LINK)
 with st.sidebar:
     target, draft = ui.pair_pickers("tol", "Sweep settings")
@@ -40,6 +40,7 @@ values = sorted({round(float(x), 3) for x in np.linspace(low, high, steps)}, rev
 prompt = ui.prompt_picker("tol")
 category = st.session_state.get("tol-cat", "chat")
 others = [row["prompt"] for row in ui.presets()[category] if row["prompt"] != prompt]
+st.session_state["tol-extra"] = min(st.session_state.get("tol-extra", 0), len(others))  # a link, or a smaller workload
 extra = st.number_input(f"Also average over this many other {category} presets", 0, len(others), 0, key="tol-extra")
 links.share(LINK)
 links.link_box(st.sidebar)

@@ -11,8 +11,8 @@ st.write("If each drafted token is accepted with probability α, a round of γ d
          "for γ·c + v target steps, so speedup rises with α, falls with the cost ratio c, and peaks at one best γ.")
 
 ui_room.room_bar(ui_room.page_id(__file__))
-LINK = [links.Param("theory-alpha", "alpha", float), links.Param("theory-gamma", "gamma", int),
-        links.Param("theory-c", "c", float), links.Param("theory-v", "v", float)]
+LINK = [links.Param("theory-alpha", "alpha", float, limits=(0, 0.99)), links.Param("theory-gamma", "gamma", int, limits=(1, 16)),
+        links.Param("theory-c", "c", float, limits=(0, 1)), links.Param("theory-v", "v", float, limits=(0.5, 3))]
 links.restore(LINK)
 a, g, cc, vv = st.columns(4)
 alpha = a.slider("Acceptance rate α", 0.0, 0.99, 0.7, 0.01, key="theory-alpha")

@@ -24,11 +24,14 @@ if ui_room.locked():
              "and every measured run in the room would wait behind it. The drafts it makes appear in your pickers.",
              icon="🔒")
     st.stop()
-LINK = [links.Param("ds-kind", "kind", str), links.Param("ds-docs", "documents", int),
-        links.Param("ds-layers", "layers", int), links.Param("ds-hidden", "hidden", int),
-        links.Param("ds-prompts", "prompts", int), links.Param("ds-samples", "samples", int),
-        links.Param("ds-answer", "answer", int), links.Param("ds-steps", "steps", int),
-        links.Param("ds-eval", "eval", int)]
+LINK = [links.Param("ds-kind", "kind", choices=lambda: ("tiny draft model", "draft head")),
+        links.Param("ds-docs", "documents", int, choices=lambda: range(0, 100_001, 10_000)),
+        links.Param("ds-layers", "layers", int, limits=(1, 4)),
+        links.Param("ds-hidden", "hidden", int, choices=lambda: (64, 96, 128, 192, 256)),
+        links.Param("ds-prompts", "prompts", int, limits=(2, 28)), links.Param("ds-samples", "samples", int, limits=(0, 3)),
+        links.Param("ds-answer", "answer", int, choices=lambda: range(16, 129, 16)),
+        links.Param("ds-steps", "steps", int, choices=lambda: range(10, 601, 10)),
+        links.Param("ds-eval", "eval", int, limits=(1, 12))]
 links.restore(LINK)
 
 with st.sidebar:

@@ -33,6 +33,7 @@ class Param:
     kind: type = str
     choices: Callable[[], Iterable] | None = None  # when set, only these values are restored
     item: type = float  # the element type of a tuple
+    limits: tuple[float, float] | None = None  # a number's (or a range's) lowest and highest value, as the widget's
 
 
 def encode(value) -> str:
@@ -61,6 +62,9 @@ def decode(param: Param, text: str):
         value = param.kind(text)
         if isinstance(value, float) and value != value:
             raise ValueError("not a number")
+    numbers = value if param.kind is tuple else [value] if param.kind in (int, float) else []
+    if param.limits is not None and any(not param.limits[0] <= v <= param.limits[1] for v in numbers):
+        raise ValueError(f"{text!r} is outside {encode(param.limits[0])} to {encode(param.limits[1])}")
     offered = None if param.choices is None else list(param.choices())
     if offered is not None and any(v not in offered for v in (value if param.kind is list else [value])):
         raise ValueError(f"{text!r} is not offered here")

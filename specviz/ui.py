@@ -175,16 +175,18 @@ def prompt_params(key: str) -> list[links.Param]:
 
 def decoding_params(key: str, with_gamma: bool = True) -> list[links.Param]:
     """The controls of `decoding_controls(key, …)` in the URL (those not shown are left out of it)."""
-    gamma = [links.Param(f"{key}-gamma", "gamma", int), links.Param(f"{key}-adaptive", "adaptive", bool),
-             links.Param(f"{key}-tree", "tree", int),
+    gamma = [links.Param(f"{key}-gamma", "gamma", int, limits=(1, 16)), links.Param(f"{key}-adaptive", "adaptive", bool),
+             links.Param(f"{key}-tree", "tree", int, limits=(0, 32)),
              links.Param(f"{key}-branching", "branching", int, choices=lambda: (1, 2, 3, 4)),
              links.Param(f"{key}-treemode", "tree_shape", choices=lambda: ("dynamic", "static"))]
     return (gamma if with_gamma else []) + [
-        links.Param(f"{key}-temp", "temperature", float), links.Param(f"{key}-topp", "top_p", float),
+        links.Param(f"{key}-temp", "temperature", float, limits=(0, 2)),
+        links.Param(f"{key}-topp", "top_p", float, limits=(0.05, 1)),
         links.Param(f"{key}-mode", "verification", choices=lambda: ("exact", "relaxed")),
-        links.Param(f"{key}-tol", "tolerance", float), links.Param(f"{key}-topk", "top_k", int),
-        links.Param(f"{key}-len", "lenience", float), links.Param(f"{key}-maxnew", "max_new", int),
-        links.Param(f"{key}-seed", "seed", int), links.Param(f"{key}-raw", "raw", bool),
+        links.Param(f"{key}-tol", "tolerance", float, limits=(0, 5)), links.Param(f"{key}-topk", "top_k", int, limits=(1, 20)),
+        links.Param(f"{key}-len", "lenience", float, limits=(0.05, 1)),
+        links.Param(f"{key}-maxnew", "max_new", int, limits=(8, 256)),
+        links.Param(f"{key}-seed", "seed", int, limits=(0, 2**31 - 1)), links.Param(f"{key}-raw", "raw", bool),
     ]
 
 

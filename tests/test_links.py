@@ -28,6 +28,9 @@ def test_values_survive_the_round_trip(param, value):
     (Param("k", "gammas", tuple, item=int), "3"),
     (Param("k", "draft", choices=lambda: ["ngram", "layerskip:8"]), "/home/me/model"),
     (Param("k", "drafts", list, item=str, choices=lambda: ["ngram", "target"]), "ngram,/tmp/evil"),
+    (Param("k", "gamma", int, limits=(1, 16)), "99"),
+    (Param("k", "alpha", float, limits=(0, 0.99)), "-3"),
+    (Param("k", "tau", tuple, limits=(0, 3)), "0,4"),
 ])
 def test_values_a_page_would_not_accept_are_refused(param, text):
     with pytest.raises(ValueError):
@@ -54,3 +57,13 @@ def test_a_bad_value_in_a_link_is_named_and_the_default_kept():
     assert not at.exception
     assert any("alpha" in w.value for w in at.warning)
     assert at.slider(key="theory-alpha").value == pytest.approx(0.7) and at.slider(key="theory-gamma").value == 6
+
+
+def test_a_number_outside_its_slider_is_named_not_a_traceback():
+    at = AppTest.from_file("../pages/5_Theory.py", default_timeout=60)
+    at.query_params.update({"gamma": "99", "alpha": "-3", "c": "0.3"})
+    at.run()
+    assert not at.exception
+    warning = " ".join(w.value for w in at.warning)
+    assert "gamma: '99' is outside 1 to 16" in warning and "alpha: '-3' is outside 0 to 0.99" in warning
+    assert at.slider(key="theory-gamma").value == 4 and at.slider(key="theory-c").value == pytest.approx(0.3)
