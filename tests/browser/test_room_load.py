@@ -16,6 +16,7 @@ for the README.
 import contextlib
 import json
 import re
+import shutil
 import threading
 import time
 
@@ -23,9 +24,10 @@ import psutil
 from playwright.sync_api import expect
 
 from browser_helpers import SCREENSHOTS, screenshot, wait_idle
-from conftest import serve
+from conftest import ROOT, serve
 
 SESSIONS = 20
+DOCS = ROOT / "docs" / "screenshots"
 # The server holds one SmolLM2-135M target (~0.6 GB in fp32 with torch around it) whatever the room's
 # size; twenty sessions add their pages' state and results, a few MB each. 2 GiB leaves room for the
 # allocator and fails if sessions were to copy models or keep growing.
@@ -102,7 +104,8 @@ def test_twenty_sessions_press_run_at_once_and_all_get_their_result(browser):
         for page in pages:
             page.get_by_role("button", name=RUN).click()
         expect(pages[-1].get_by_text("in the line")).to_be_visible(timeout=30_000)
-        screenshot(pages[-1], "room_load_waiting")  # what the last learner sees while the others run
+        # what the last learner sees while the others run (the README's)
+        shutil.copy(screenshot(pages[-1], "room_load_waiting"), DOCS / "room_queue.png")
         deadline = started + 600
         for page in pages:  # one page at a time: polling all twenty would take the CPU the runs need
             expect(page.get_by_text(DONE)).to_be_visible(timeout=max(1, deadline - time.time()) * 1000)
