@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from specviz import ui
+from specviz import links, ui, ui_room
 from specviz.models import DEFAULT_TARGET
 from specviz.views import figures, tokens
 
@@ -13,6 +13,10 @@ ui.page_intro(
     "**one** forward pass; the longest agreeing prefix is kept, the first disagreement is replaced by the "
     "target's own token — so the output is exactly the target's, produced in fewer target passes.",
 )
+ui_room.room_bar(ui_room.page_id(__file__))
+LENGTHS = (16, 32, 64)
+LINK = [links.Param("home-prompt", "prompt"), links.Param("home-tokens", "max_new", int, choices=lambda: LENGTHS)]
+links.restore(LINK)
 
 T = tokens.token_span
 st.html(
@@ -43,9 +47,14 @@ st.subheader("Your turn: a live run of the default pair")
 draft = ui.draft_options()[0]
 prompt = st.text_input("Prompt", value=demo.spec.prompt if demo else "Explain speculative decoding in one paragraph.",
                        key="home-prompt")
-if st.button(f"Run {draft} → {DEFAULT_TARGET} (γ=4, 64 tokens)", type="primary", key="home-run"):
+length = st.select_slider("New tokens", LENGTHS, 64, key="home-tokens", help="A shorter run finishes sooner")
+links.share(LINK)
+run_col, link_col = st.columns([5, 1])
+links.link_box(link_col)
+if run_col.button(f"Run {draft} → {DEFAULT_TARGET} (γ=4, {length} tokens)", type="primary", key="home-run"):
     with ui.error_box("run"):
-        st.session_state["home-result"] = ui.measured_run(DEFAULT_TARGET, draft, prompt, ui.Decoding())
+        st.session_state["home-result"] = ui.measured_run(DEFAULT_TARGET, draft, prompt,
+                                                          ui.Decoding(max_new_tokens=length))
 live = st.session_state.get("home-result")
 if live is not None:
     ok, message = figures.fidelity(live)

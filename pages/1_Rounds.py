@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from specviz import ui, ui_replay
+from specviz import links, ui, ui_replay, ui_room
 from specviz.views import charts, figures, tables, tokens, tree_charts
 
 st.set_page_config(page_title="Rounds · SpecViz", page_icon="🔎", layout="wide")
@@ -12,6 +12,12 @@ ui.page_intro(
     "kept, and the first rejected token is replaced (or a bonus token is added when all are kept). With a token "
     "tree the draft proposes several continuations and the target keeps one branch.",
 )
+PAGE = ui_room.page_id(__file__)
+ui_room.room_bar(PAGE)
+LINK = [*ui.pair_params("rounds"), *ui.decoding_params("rounds"), *ui.prompt_params("rounds"),
+        links.Param("rounds-step", "round", int)]
+if "round" in (opened := links.restore(LINK)):  # the linked round is shown again once the run is re-measured
+    st.session_state["rounds-linked-step"] = opened["round"]
 
 with st.sidebar:
     target, draft = ui.pair_pickers("rounds", "Run settings")
@@ -28,12 +34,15 @@ state = st.session_state
 if settings is not None and (run_clicked or (live and "rounds-request" in state and state["rounds-request"] != request)):
     with ui.error_box("run"):
         state["rounds-result"] = ui.measured_run(target, draft, prompt, settings)
+        state["rounds-step"] = state.pop("rounds-linked-step", len(state["rounds-result"].spec.rounds))
     state["rounds-request"] = request  # also after a failure, so a bad setting is not retried in a loop
 
 uploaded = st.file_uploader("…or replay an exported run (JSON, no models needed)", type="json", key="rounds-upload")
-if uploaded is not None:
+if uploaded is not None and state.get("rounds-upload-id") != uploaded.file_id:  # once per file, not per rerun
+    state["rounds-upload-id"] = uploaded.file_id
     with ui.error_box("load that file"):
         state["rounds-result"] = next(iter(ui.load_export(uploaded).values()))
+        state["rounds-step"] = len(state["rounds-result"].spec.rounds)
 
 comparison = state.get("rounds-result")
 if comparison is None:
@@ -55,8 +64,8 @@ st.caption(f"{run.draft} → {run.target} · γ={run.settings['gamma']}{' (adapt
 ui.legend()
 
 
-if st.session_state.get("rounds-step-of") != id(comparison):  # a new run starts fully shown, not playing
-    st.session_state["rounds-step-of"], st.session_state["rounds-step"] = id(comparison), len(run.rounds)
+if st.session_state.get("rounds-step-of") != id(comparison):  # a new run does not start playing
+    st.session_state["rounds-step-of"] = id(comparison)
     st.session_state["rounds-playing"] = False
 p1, p2 = st.columns([1, 4], vertical_alignment="bottom")
 playing = ui_replay.play_pause(p1, "rounds", len(run.rounds))
@@ -65,18 +74,23 @@ interval = ui_replay.interval(p2, "rounds")
 
 @st.fragment(run_every=interval if playing else None)
 def replay():
-    """Step through the run; only this part redraws, no model is called. While playing, one round per tick."""
+    """Step through the run; only this part redraws, no model is called. While playing, one round per tick;
+    a presenter steps with the keys."""
     n = len(run.rounds)
     step = ui_replay.tick("rounds", n, interval)
-    b1, b2, b3, b4 = st.columns([1, 1, 1, 5])
-    if b1.button("« First", key="rounds-first"):
+    keys = ui_room.is_presenter()
+    b1, b2, b3, b4, b5 = st.columns([1, 1, 1, 3, 2])
+    if b1.button("« First", key="rounds-first", shortcut="Home" if keys else None):
         step = 1
-    if b2.button("◀ Back", key="rounds-back"):
+    if b2.button("◀ Back", key="rounds-back", shortcut="Left" if keys else None):
         step = max(1, step - 1)
-    if b3.button("Next ▶", key="rounds-next"):
+    if b3.button("Next ▶", key="rounds-next", shortcut="Right" if keys else None):
         step = min(n, step + 1)
     step = b4.slider("Replay up to round", 1, n, step, key=f"rounds-slider-{step}")
     st.session_state["rounds-step"] = step
+    ui_room.publish(PAGE, {"rounds-step": step, "rounds-result": st.session_state.get("rounds-result")})
+    links.share(LINK)
+    links.link_box(b5)
     st.html(tokens.output_html(run, upto_round=step - 1))
     current = run.rounds[step - 1]
     st.markdown(f"**Round {step}**: drafted {len(current.drafted)} · kept {current.n_accepted} · "

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from specviz import sweeps, theory, ui, ui_sweep
+from specviz import links, sweeps, theory, ui, ui_room, ui_sweep
 from specviz.views import sweep_charts
 
 st.set_page_config(page_title="Draft length · SpecViz", page_icon="🔎", layout="wide")
@@ -13,6 +13,10 @@ ui.page_intro(
     "against the target alone, beside the standard model's prediction (1−α^(γ+1))/((1−α)(γc+1)).",
 )
 
+ui_room.room_bar(ui_room.page_id(__file__))
+LINK = [*ui.pair_params("dl"), links.Param("dl-gammas", "gammas", tuple, item=int, limits=(1, 12)),
+        links.Param("dl-repeats", "repeats", int, limits=(1, 5)), *ui.decoding_params("dl", with_gamma=False)]
+links.restore(LINK)
 with st.sidebar:
     target, draft = ui.pair_pickers("dl", "Sweep settings")
     low, high = st.slider("Draft lengths γ", 1, 12, (1, 8), key="dl-gammas")
@@ -23,6 +27,8 @@ with st.sidebar:
     settings = None
     with ui.error_box("use these settings"):
         settings = ui.decoding_controls("dl", with_gamma=False)
+    links.share(LINK)
+    links.link_box()
 
 prompts = ui.prompts_picker("dl", "every γ runs on each")
 

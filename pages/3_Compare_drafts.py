@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from specviz import sweeps, ui, ui_sweep
+from specviz import links, sweeps, ui, ui_room, ui_sweep
 from specviz.views import figures, sweep_charts, tokens
 
 st.set_page_config(page_title="Compare drafts · SpecViz", page_icon="🔎", layout="wide")
@@ -14,7 +14,12 @@ ui.page_intro(
     "drafter also runs as a chain that verifies as many tokens, so you see what branching buys.",
 )
 
+ui_room.room_bar(ui_room.page_id(__file__))
 options = ui.draft_options()
+LINK = [links.Param("cmp-target", "target", choices=ui.offered(ui.target_options)),
+        links.Param("cmp-drafts", "drafts", list, item=str, choices=ui.offered(ui.draft_options)),
+        links.Param("cmp-repeats", "repeats", int, limits=(1, 5)), *ui.decoding_params("cmp")]
+links.restore(LINK)
 named = [o for o in options if o not in ("ngram", "target") and not o.startswith("layerskip")]
 default = ["ngram", *named[:1], "layerskip:8", "target"][:4]  # model-free, distilled, self-draft and the control
 with st.sidebar:
@@ -22,11 +27,14 @@ with st.sidebar:
     target = ui.target_picker("cmp-target")
     drafts = st.multiselect(f"Drafters ({sweeps.MIN_DRAFTS} to {sweeps.MAX_DRAFTS})", options, default=default,
                             key="cmp-drafts", max_selections=sweeps.MAX_DRAFTS,
-                            accept_new_options=True, help=ui.MODEL_HELP)
+                            accept_new_options=not ui_room.locked(),
+                            help=ui.ROOM_HELP if ui_room.locked() else ui.MODEL_HELP)
     repeats = st.slider("Repeats per run (median time)", 1, 5, 1, key="cmp-repeats")
     settings = None
     with ui.error_box("use these settings"):
         settings = ui.decoding_controls("cmp")
+    links.share(LINK)
+    links.link_box()
 
 prompts = ui.prompts_picker("cmp", "every drafter runs on each")
 

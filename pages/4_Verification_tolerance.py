@@ -3,7 +3,7 @@
 import numpy as np
 import streamlit as st
 
-from specviz import quality, ui
+from specviz import links, quality, ui, ui_room
 from specviz.drafters import build_drafter
 from specviz.views import theory_charts, tokens
 
@@ -15,6 +15,12 @@ ui.page_intro(
     "tolerance at a time, against the same baseline.",
 )
 
+ui_room.room_bar(ui_room.page_id(__file__))
+LINK = [*ui.pair_params("tol"), *ui.decoding_params("tol"), *ui.prompt_params("tol"),
+        links.Param("tol-tau", "tau", tuple, limits=(0, 3)),
+        links.Param("tol-lenience", "lenience_range", tuple, limits=(0.05, 1)),
+        links.Param("tol-steps", "steps", int, limits=(2, 8)), links.Param("tol-extra", "extra", int, limits=(0, 99))]
+links.restore(LINK)
 with st.sidebar:
     target, draft = ui.pair_pickers("tol", "Sweep settings")
     settings = None
@@ -34,7 +40,10 @@ values = sorted({round(float(x), 3) for x in np.linspace(low, high, steps)}, rev
 prompt = ui.prompt_picker("tol")
 category = st.session_state.get("tol-cat", "chat")
 others = [row["prompt"] for row in ui.presets()[category] if row["prompt"] != prompt]
+st.session_state["tol-extra"] = min(st.session_state.get("tol-extra", 0), len(others))  # a link, or a smaller workload
 extra = st.number_input(f"Also average over this many other {category} presets", 0, len(others), 0, key="tol-extra")
+links.share(LINK)
+links.link_box(st.sidebar)
 prompts = [prompt] + others[: int(extra)]
 
 state = st.session_state

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from specviz import theory, tree_cost
+from specviz import links, theory, tree_cost, ui_room
 from specviz.views import theory_charts
 
 st.set_page_config(page_title="Theory · SpecViz", page_icon="🔎", layout="wide")
@@ -10,6 +10,10 @@ st.title("Theory — what speedup to expect")
 st.write("If each drafted token is accepted with probability α, a round of γ drafts yields (1−α^(γ+1))/(1−α) tokens "
          "for γ·c + v target steps, so speedup rises with α, falls with the cost ratio c, and peaks at one best γ.")
 
+ui_room.room_bar(ui_room.page_id(__file__))
+LINK = [links.Param("theory-alpha", "alpha", float, limits=(0, 0.99)), links.Param("theory-gamma", "gamma", int, limits=(1, 16)),
+        links.Param("theory-c", "c", float, limits=(0, 1)), links.Param("theory-v", "v", float, limits=(0.5, 3))]
+links.restore(LINK)
 a, g, cc, vv = st.columns(4)
 alpha = a.slider("Acceptance rate α", 0.0, 0.99, 0.7, 0.01, key="theory-alpha")
 gamma = g.slider("Draft length γ", 1, 16, 4, key="theory-gamma")
@@ -17,6 +21,8 @@ c = cc.slider("Cost ratio c (one draft token in target steps)", 0.0, 1.0, 0.1, 0
 v = vv.slider("Verification cost v (target steps)", 0.5, 3.0, 1.0, 0.05, key="theory-v",
               help="One forward over γ+1 tokens; 1 in the paper's model, a little more on real hardware")
 
+links.share(LINK)
+links.link_box()
 best = theory.optimal_gamma(alpha, c, v, theory_charts.MAX_GAMMA)
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("Expected tokens per round", f"{theory.expected_tokens(alpha, gamma):.2f}",

@@ -4,7 +4,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from specviz import ui
+from specviz import links, ui, ui_room
 from specviz.training import distill, head
 from specviz.config import Decoding
 from specviz.models import cache_dir, draft_folders, user_drafts_dir
@@ -18,6 +18,21 @@ ui.page_intro(
     "from its current one (EAGLE-style: it reads what the target already computed). The result is raced against the "
     "shipped drafts.",
 )
+ui_room.room_bar(ui_room.page_id(__file__))
+if ui_room.locked():
+    st.error("In this room distillation is the presenter's: training a draft takes the server's CPU for minutes, "
+             "and every measured run in the room would wait behind it. The drafts it makes appear in your pickers.",
+             icon="🔒")
+    st.stop()
+LINK = [links.Param("ds-kind", "kind", choices=lambda: ("tiny draft model", "draft head")),
+        links.Param("ds-docs", "documents", int, choices=lambda: range(0, 100_001, 10_000)),
+        links.Param("ds-layers", "layers", int, limits=(1, 4)),
+        links.Param("ds-hidden", "hidden", int, choices=lambda: (64, 96, 128, 192, 256)),
+        links.Param("ds-prompts", "prompts", int, limits=(2, 28)), links.Param("ds-samples", "samples", int, limits=(0, 3)),
+        links.Param("ds-answer", "answer", int, choices=lambda: range(16, 129, 16)),
+        links.Param("ds-steps", "steps", int, choices=lambda: range(10, 601, 10)),
+        links.Param("ds-eval", "eval", int, limits=(1, 12))]
+links.restore(LINK)
 
 with st.sidebar:
     st.header("Draft to distil")
@@ -36,6 +51,8 @@ with st.sidebar:
     answer_tokens = st.slider("Answer length (tokens)", 16, 128, 48, 16, key="ds-answer")
     steps = st.slider("Training steps", 10, 600, 60, 10, key="ds-steps")
     eval_prompts = st.slider("Evaluation prompts per workload", 1, 12, 1, key="ds-eval")
+    links.share(LINK)
+    links.link_box()
 
 name = f"my-head-{documents // 1000}k-s{steps}" if kind == "draft head" else f"my-draft-{layers}l{hidden}-s{steps}"
 state = st.session_state

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from specviz import ui
+from specviz import ui, ui_room
 from specviz.engine import results
 from specviz.views import serving_charts
 
@@ -14,6 +14,7 @@ ui.page_intro(
     "gain from speculation shrinks as load grows. Results of `python -m specviz engine-bench` appear here beside "
     "lab runs of the same draft and prompts, with the same definitions of α and tokens per round.",
 )
+ui_room.room_bar(ui_room.page_id(__file__))  # reads files only, reaches no server: open to learners too
 
 left, right = st.columns(2)
 engine_file = left.file_uploader("Engine run: an engine-bench JSONL (empty = the shipped example)", type=["jsonl"],

@@ -17,7 +17,9 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from . import measure
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+from . import links, measure, ui_room
 from .config import Decoding, Sampling, TreeShape, Verification  # noqa: F401 — Decoding is re-exported for pages
 from .drafters import build_drafter
 from .errors import OUT_OF_MEMORY, SpecVizError
@@ -25,6 +27,7 @@ from .heads import is_head
 from .models import DEFAULT_TARGET, draft_folders, load_model, pick_device
 from .prompts import CATEGORIES, check_prompt, load_prompt_set
 from .records import Comparison, load_comparisons, loads
+from .run_queue import RunQueue
 from .views import tables
 from .views.tokens import legend_html
 
@@ -72,24 +75,42 @@ def loaded_models() -> list[str]:
 
 
 @st.cache_resource(show_spinner=False)
-def _model_lock() -> threading.Lock:
-    return threading.Lock()
+def run_queue() -> RunQueue:
+    """The one line for measured runs in this process, shared by every session."""
+    return RunQueue()
+
+
+def _about(seconds: float) -> int:
+    """A wait as a learner reads it: whole seconds under 10 s, then steps of 5 s (so the note is not
+    redrawn in every session every second while the figure hardly moves)."""
+    return round(seconds) if seconds < 10 else 5 * round(seconds / 5)
+
+
+def _waiting_text(position: int, seconds: float | None, typical: float | None) -> str:
+    ahead = "1 run is" if position == 1 else f"{position} runs are"
+    wait = (f"about {_about(seconds)} s to wait (recent runs took {typical:.0f} s each)" if seconds is not None
+            else "no run has finished yet to estimate the wait from")
+    return (f"**You are number {position + 1} in the line** for a measured run: {ahead} ahead of yours; {wait}. "
+            "Measured runs go one at a time so that every timing is honest; recorded runs replay at once.")
 
 
 @contextlib.contextmanager
 def exclusive():
     """One measured run at a time in this process: sessions running at once on the same CPU/GPU
-    would slow each other down and make every timing wrong. A second session waits its turn."""
-    lock = _model_lock()
-    if not lock.acquire(blocking=False):
-        note = st.info("A model run is finishing (another browser session, or a sweep being stopped); yours starts "
-                       "when it ends…")
-        lock.acquire()
+    would slow each other down and make every timing wrong. A session that must wait sees its place
+    in the line and an estimate of its wait, updated every second; leaving the page leaves the line."""
+    queue, note, shown = run_queue(), st.empty(), [""]
+
+    def on_wait(position: int, seconds: float | None) -> None:
+        text = _waiting_text(position, seconds, queue.typical_run())
+        if text != shown[0]:  # only a change goes to the browser
+            note.info(text, icon="⏳")
+            shown[0] = text
+
+    who = getattr(get_script_run_ctx(suppress_warning=True), "session_id", "?")[:8]
+    with queue.turn(who, on_wait, poll=1.0, priority=ui_room.is_presenter()):
         note.empty()
-    try:
         yield
-    finally:
-        lock.release()
 
 
 def loader(device: str = "auto", dtype: str = "auto"):
@@ -119,16 +140,54 @@ def target_options() -> list[str]:
 
 MODEL_HELP = ("Pick one, or type a Hugging Face model id or a local model folder (hub ids need internet). "
               "Drafts also take ngram, layerskip:K and target.")
+ROOM_HELP = "This room offers these models; the presenter can load others."
 
 
 def target_picker(key: str) -> str:
-    """The target: the embedded default, or any hub id / local folder typed in."""
-    return st.selectbox("Target", target_options(), key=key, accept_new_options=True, help=MODEL_HELP)
+    """The target: the embedded default, or any hub id / local folder typed in (not by a learner in a room)."""
+    free = not ui_room.locked()
+    return st.selectbox("Target", target_options(), key=key, accept_new_options=free,
+                        help=MODEL_HELP if free else ROOM_HELP)
 
 
 def draft_picker(key: str) -> str:
-    """A drafter from the registry, a shipped draft, or any compatible model typed in."""
-    return st.selectbox("Draft", draft_options(), key=key, accept_new_options=True, help=MODEL_HELP)
+    """A drafter from the registry, a shipped draft, or any compatible model typed in (not in a room)."""
+    free = not ui_room.locked()
+    return st.selectbox("Draft", draft_options(), key=key, accept_new_options=free,
+                        help=MODEL_HELP if free else ROOM_HELP)
+
+
+def offered(options):
+    """The choices a link may restore into a picker: any in the open lab, the offered ones in a room."""
+    return (lambda: options()) if ui_room.locked() else None
+
+
+def pair_params(prefix: str) -> list[links.Param]:
+    """The target and draft pickers of `pair_pickers(prefix, …)` in the URL."""
+    return [links.Param(f"{prefix}-target", "target", choices=offered(target_options)),
+            links.Param(f"{prefix}-draft", "draft", choices=offered(draft_options))]
+
+
+def prompt_params(key: str) -> list[links.Param]:
+    """The workload and the prompt text of `prompt_picker(key)` in the URL."""
+    return [links.Param(f"{key}-cat", "workload", choices=lambda: CATEGORIES), links.Param(f"{key}-text", "prompt")]
+
+
+def decoding_params(key: str, with_gamma: bool = True) -> list[links.Param]:
+    """The controls of `decoding_controls(key, …)` in the URL (those not shown are left out of it)."""
+    gamma = [links.Param(f"{key}-gamma", "gamma", int, limits=(1, 16)), links.Param(f"{key}-adaptive", "adaptive", bool),
+             links.Param(f"{key}-tree", "tree", int, limits=(0, 32)),
+             links.Param(f"{key}-branching", "branching", int, choices=lambda: (1, 2, 3, 4)),
+             links.Param(f"{key}-treemode", "tree_shape", choices=lambda: ("dynamic", "static"))]
+    return (gamma if with_gamma else []) + [
+        links.Param(f"{key}-temp", "temperature", float, limits=(0, 2)),
+        links.Param(f"{key}-topp", "top_p", float, limits=(0.05, 1)),
+        links.Param(f"{key}-mode", "verification", choices=lambda: ("exact", "relaxed")),
+        links.Param(f"{key}-tol", "tolerance", float, limits=(0, 5)), links.Param(f"{key}-topk", "top_k", int, limits=(1, 20)),
+        links.Param(f"{key}-len", "lenience", float, limits=(0.05, 1)),
+        links.Param(f"{key}-maxnew", "max_new", int, limits=(8, 256)),
+        links.Param(f"{key}-seed", "seed", int, limits=(0, 2**31 - 1)), links.Param(f"{key}-raw", "raw", bool),
+    ]
 
 
 @st.cache_data(show_spinner=False)
@@ -182,12 +241,17 @@ def prompts_picker(key: str, runs_on: str) -> list[str]:
 
 
 def prompt_picker(key: str, default_category: str = "chat") -> str:
-    """Preset prompts by workload, or free text."""
+    """Preset prompts by workload, or free text (a new preset replaces the text; a link restores it)."""
     sets = presets()
     category = st.selectbox("Workload", CATEGORIES, index=CATEGORIES.index(default_category), key=f"{key}-cat")
     choices = [row["prompt"] for row in sets[category]]
-    preset = st.selectbox("Preset prompt", choices, key=f"{key}-preset", format_func=lambda s: s[:80] + ("…" if len(s) > 80 else ""))
-    return st.text_area("Prompt (edit freely)", value=preset, key=f"{key}-text-{category}-{choices.index(preset)}", height=110)
+    preset = st.selectbox("Preset prompt", choices, key=f"{key}-preset-{category}",
+                          format_func=lambda s: s[:80] + ("…" if len(s) > 80 else ""))
+    state, text_key, shown = st.session_state, f"{key}-text", f"{key}-text-of"
+    if text_key not in state or (shown in state and state[shown] != preset):  # the first time, keep a linked text
+        state[text_key] = preset
+    state[shown] = preset
+    return st.text_area("Prompt (edit freely)", key=text_key, height=110)
 
 
 def decoding_controls(key: str, with_gamma: bool = True, with_verification: bool = True) -> Decoding:
@@ -235,19 +299,36 @@ def baseline_key(target: str, prompt: str, settings: Decoding) -> str:
     return json.dumps([target, prompt, settings.max_new_tokens, settings.seed, settings.chat, settings.sampling.__dict__])
 
 
+BASELINES_KEPT = 128  # target-alone runs kept per server (a few kB each); the oldest goes first
+
+
+@st.cache_resource(show_spinner=False)
+def _baselines() -> tuple[threading.Lock, dict]:
+    """Target-alone runs by `baseline_key`, shared by every session of this server: a class pressing Run
+    on the same prompt and settings measures the target alone once, not once per learner. Each was
+    measured the same way as a session's own, one measured run at a time on this machine."""
+    return threading.Lock(), {}
+
+
 def measured_run(target_name: str, draft: str, prompt: str, settings: Decoding, repeats: int = 1) -> Comparison:
-    """A speculative run and its baseline; the baseline is measured once per prompt and settings."""
+    """A speculative run and its baseline; the baseline is measured once per prompt and settings on this server."""
     check_prompt(prompt)  # before loading a model for nothing
     target = get_target(target_name)
     make = lambda: build_drafter(draft, target, loader())  # noqa: E731 — a fresh drafter per run
     make()  # refuse an unknown or incompatible draft before timing anything
-    baselines = st.session_state.setdefault("baselines", {})
+    lock, baselines = _baselines()
     key = baseline_key(target_name, prompt, settings)
     with exclusive(), st.spinner(f"Running {draft} (γ={settings.gamma}) and the target alone…"):
-        if key not in baselines:
+        with lock:
+            baseline = baselines.get(key)
+        if baseline is None or len(baseline[1]) < repeats:
             measure.warm_up(target, None, prompt, settings)
-            baselines[key] = measure.timed(target, None, prompt, settings, repeats)
-        return measure.compare(target, make, prompt, settings, baseline=baselines[key], repeats=repeats)
+            baseline = measure.timed(target, None, prompt, settings, repeats)
+            with lock:
+                baselines[key] = baseline
+                while len(baselines) > BASELINES_KEPT:
+                    del baselines[next(iter(baselines))]
+        return measure.compare(target, make, prompt, settings, baseline=baseline, repeats=repeats)
 
 
 @st.cache_resource(show_spinner=False)

@@ -13,7 +13,7 @@ from dataclasses import replace
 import pandas as pd
 import streamlit as st
 
-from . import distribution, lesson, lesson_runs, ui
+from . import distribution, lesson, lesson_runs, links, ui
 from .config import Decoding
 from .distribution import EXACT, RELAXED, LabRecord, LabSetup
 from .lesson import STEPS, Question, Score
@@ -54,6 +54,7 @@ def navigation() -> int:
         for i, step in enumerate(STEPS, start=1):
             st.button(f"{i}. {step.title}", key=f"lesson-goto-{i}", type="primary" if i == n else "tertiary",
                       on_click=go_to, args=(i,))
+        links.link_box(restores="this step of the lesson")
         st.caption(f"Link to this step: `?step={n}` (the address bar always holds it)")
         models = ui.loaded_models()
         st.caption(f"Models loaded in this app: **{', '.join(models) if models else 'none'}**",

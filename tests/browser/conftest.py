@@ -40,8 +40,8 @@ def browser_context_args(browser_context_args):
 
 
 @contextlib.contextmanager
-def streamlit_server(log_name: str = "streamlit.log"):
-    """`streamlit run app.py` on a free port, healthy; its URL. Terminated afterwards."""
+def serve(env: dict | None = None, log_name: str = "streamlit.log"):
+    """A Streamlit server for app.py on a free port, yielding (url, process); terminated afterwards."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -50,28 +50,38 @@ def streamlit_server(log_name: str = "streamlit.log"):
     server = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.address", "127.0.0.1",
          "--server.port", str(port), "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        server.terminate()
-        pytest.fail(f"the Streamlit server did not become healthy in 60 s; see screenshots/{log_name}")
     try:
-        yield url
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail(f"the Streamlit server did not become healthy in 60 s; see screenshots/{log_name}")
+        yield url, server
     finally:
         server.terminate()
-        server.wait(timeout=20)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:  # a run still measuring holds the process: end it
+            server.kill()
+            server.wait(timeout=20)
         log.close()
 
 
 @pytest.fixture(scope="session")
 def app_url():
-    with streamlit_server() as url:
+    with serve() as (url, _):
+        yield url
+
+
+@contextlib.contextmanager
+def streamlit_server(log_name: str = "streamlit.log"):
+    """A server of its own for a test module; its URL."""
+    with serve(log_name=log_name) as (url, _):
         yield url

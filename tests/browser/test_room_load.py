@@ -1,0 +1,150 @@
+"""Twenty learners press Run on Home at once, in room mode, on one server (the real embedded model).
+
+Every session must get its own result and no exception; a session that has to wait must be shown
+its place in the line while it waits; the server's resident memory must stay under RSS_BOUND_MB.
+Runs are short (16 new tokens, the shortest Home offers) so that the test measures the queue, not
+the model.
+
+What each learner saw is recorded in the browser itself: a MutationObserver, installed before the
+page loads, keeps every distinct place-in-line note that appeared on the page. A test that polled
+twenty pages from outside could miss a note that came and went between two polls.
+
+The figures (time to the last result, peak RSS, the places shown) go to screenshots/room_load.json
+for the README.
+"""
+
+import contextlib
+import json
+import re
+import shutil
+import threading
+import time
+
+import psutil
+from playwright.sync_api import expect
+
+from browser_helpers import SCREENSHOTS, screenshot, wait_idle
+from conftest import ROOT, serve
+
+SESSIONS = 20
+DOCS = ROOT / "docs" / "screenshots"
+# The server holds one SmolLM2-135M target (~0.6 GB in fp32 with torch around it) whatever the room's
+# size; twenty sessions add their pages' state and results, a few MB each. 2 GiB leaves room for the
+# allocator and fails if sessions were to copy models or keep growing.
+RSS_BOUND_MB = 2048
+RUN = "Run ngram"
+DONE = "Step through it round by round"
+# Every queue note the page showed, in order, without repeats, and when the result appeared (ms since
+# the epoch, the same clock as the test's time.time()).
+WATCH_QUEUE = """
+window.__queueNotes = [];
+window.__doneAt = null;
+new MutationObserver(() => {
+  for (const note of document.querySelectorAll('[data-testid="stAlertContentInfo"]')) {
+    const text = note.textContent;
+    const notes = window.__queueNotes;
+    if (text.includes("in the line") && notes[notes.length - 1] !== text) notes.push(text);
+  }
+  if (window.__doneAt !== null) return;
+  for (const link of document.querySelectorAll('[data-testid^="stPageLink"]'))
+    if (link.textContent.includes("%s")) window.__doneAt = Date.now();
+}).observe(document, {subtree: true, childList: true, characterData: true});
+"""
+# Twenty browsers share the server's two CPU cores here, where in a room each learner's browser runs on
+# its own machine: the animations of twenty "running" indicators would take the CPU the runs need.
+STILL = """
+document.addEventListener("DOMContentLoaded", () => {
+  const style = document.createElement("style");
+  style.textContent = "*, *::before, *::after { animation: none !important; transition: none !important; }";
+  document.head.appendChild(style);
+});
+"""
+PLACE = re.compile(r"You are number (\d+) in the line")
+WAIT = re.compile(r"about (\d+) s to wait")
+
+
+def test_twenty_sessions_press_run_at_once_and_all_get_their_result(browser):
+    began = time.perf_counter()
+    with serve({"SPECVIZ_ROOM": "1"}, "streamlit-load.log") as (url, server):
+        process, peak, stop = psutil.Process(server.pid), [0.0], threading.Event()
+
+        def sample():
+            while not stop.is_set():
+                peak[0] = max(peak[0], process.memory_info().rss / 2**20)
+                time.sleep(0.2)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        pages = []
+        for _ in range(SESSIONS):
+            context = browser.new_context(viewport={"width": 1280, "height": 1400})
+            context.add_init_script(WATCH_QUEUE % DONE)
+            context.add_init_script(STILL)
+            page = context.new_page()
+            page.goto(f"{url}/?max_new=16")
+            pages.append(page)
+        for page in pages:  # the first one waits for the target to load, the others for their page
+            wait_idle(page, timeout=300_000)
+            expect(page.get_by_role("button", name=RUN)).to_contain_text("16 tokens")
+        idle_mb = process.memory_info().rss / 2**20
+        ready = time.perf_counter() - began
+
+        def cpu():
+            """CPU seconds so far: the server's, the browsers' (with Playwright's driver), the whole machine's."""
+            whole = psutil.cpu_times()
+            out = {"server": sum(process.cpu_times()[:2]), "browsers": sum(psutil.Process().cpu_times()[:2]),
+                   "machine": whole.user + whole.system + whole.nice}
+            for proc in psutil.process_iter(["name"]):
+                if any(name in (proc.info["name"] or "") for name in ("chrom", "node")):
+                    with contextlib.suppress(psutil.Error):
+                        out["browsers"] += sum(proc.cpu_times()[:2])
+            return out
+        cpu0 = cpu()
+        started = time.time()
+        for page in pages:
+            page.get_by_role("button", name=RUN).click()
+        expect(pages[-1].get_by_text("in the line")).to_be_visible(timeout=30_000)
+        # what the last learner sees while the others run (the README's)
+        shutil.copy(screenshot(pages[-1], "room_load_waiting"), DOCS / "room_queue.png")
+        deadline = started + 600
+        for page in pages:  # one page at a time: polling all twenty would take the CPU the runs need
+            expect(page.get_by_text(DONE)).to_be_visible(timeout=max(1, deadline - time.time()) * 1000)
+        stop.set()
+        sampler.join()
+        used = {k: v - cpu0[k] for k, v in cpu().items()}
+        # CPU the machine spent on anything but this test (another job on a shared machine slows every run)
+        used["other"] = max(0.0, used["machine"] - used["server"] - used["browsers"])
+        done_at = [page.evaluate("window.__doneAt") for page in pages]
+        assert None not in done_at, "a result appeared without the page's observer seeing it"
+        finished = {i: at / 1000 - started for i, at in enumerate(done_at)}
+        notes = [page.evaluate("window.__queueNotes") for page in pages]
+        for page, seen in zip(pages, notes):
+            wait_idle(page)
+            assert page.locator('[data-testid="stException"]').count() == 0
+            assert page.locator('[data-testid="stAlertContentError"]').count() == 0
+            expect(page.get_by_test_id("stAlertContentSuccess")).to_contain_text("Identical to the target alone")
+            expect(page.get_by_text("in the line")).to_have_count(0)  # the queue note is gone once the run is done
+            places = [int(PLACE.search(text).group(1)) for text in seen]
+            assert places == sorted(places, reverse=True), f"a place in the line went backwards: {places}"
+        first_places = sorted(int(PLACE.search(seen[0]).group(1)) for seen in notes if seen)
+        # The clicks land within a second or two and each run takes longer than that, so all but the
+        # first session (or two, if the first run ended while the clicks were still landing) waited ...
+        assert len(first_places) >= SESSIONS - 2, f"only {len(first_places)} sessions were shown a place: {first_places}"
+        # ... each in its own place, the last of them far down the line
+        assert len(set(first_places)) == len(first_places) and first_places[-1] >= SESSIONS - 2, first_places
+        estimates = [int(m.group(1)) for seen in notes for text in seen if (m := WAIT.search(text))]
+        assert estimates, "no waiting session was given an estimate of its wait once a run had finished"
+        assert peak[0] < RSS_BOUND_MB, f"server RSS peaked at {peak[0]:.0f} MB (bound {RSS_BOUND_MB} MB)"
+
+        times = sorted(finished.values())
+        figures = {"sessions": SESSIONS, "max_new_tokens": 16, "seconds_to_last_result": round(times[-1], 1),
+                   "seconds_to_first_result": round(times[0], 1), "seconds_per_run": round(times[-1] / SESSIONS, 2),
+                   "peak_rss_mb": round(peak[0]), "idle_rss_mb": round(idle_mb), "rss_bound_mb": RSS_BOUND_MB,
+                   "sessions_shown_a_place": len(first_places), "first_places_shown": first_places,
+                   "largest_estimate_s": max(estimates), "seconds_to_ready": round(ready, 1),
+                   "cpu_seconds_during_runs": {k: round(v, 1) for k, v in used.items()}, "cpu_cores": psutil.cpu_count()}
+        (SCREENSHOTS / "room_load.json").write_text(json.dumps(figures, indent=1))
+        print(figures)
+        screenshot(pages[-1], "room_load_last")
+        for page in pages:
+            page.context.close()
