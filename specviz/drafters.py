@@ -29,7 +29,7 @@ from .config import MAX_GAMMA, Decoding, Sampling, TreeShape
 from .errors import ConfigError
 from .heads import KVCache, is_head, load_head
 from .models import LoadedModel, draft_folders, load_model, shared_vocab
-from .trees import Grown, depths, grow, keep_branch, merge_trees, trie, visibility
+from .trees import Grown, TreeFeed, additive, grow, keep_branch, merge_trees, trie
 from .verify import choose, distribution
 
 
@@ -97,7 +97,7 @@ class ModelDrafter(Drafter):
         self.seen = 0  # context positions whose keys/values are in self.cache
         self.context_len = 0  # committed tokens when the last proposal was made
         self.grown: Grown | None = None  # the last proposal's tree, if it was one
-        self.fed: list[int] = []  # its nodes (numbered as grown) in the order their keys follow the context
+        self.feed: TreeFeed | None = None  # the tree's nodes this model read, after the context
 
     def start(self, prompt_ids, settings, hidden=None):
         super().start(prompt_ids, settings)
@@ -131,24 +131,13 @@ class ModelDrafter(Drafter):
         """Grow a tree: the context first, then one forward per depth over the nodes expanded there."""
         logits = self.model(context[:, self.seen :], past_key_values=self.cache, use_cache=True, logits_to_keep=1).logits
         self.seen = self.context_len
-        self.fed = []
-        slots: dict[int, int] = {}
+        self.feed = TreeFeed(self.context_len)
 
         def expand(nodes, tokens, parents):
-            for node in nodes:
-                slots[node] = len(self.fed)
-                self.fed.append(node)
-            total = self.context_len + len(self.fed)
-            allowed = visibility(parents, [slots.get(i, -1) for i in range(len(parents))], nodes,
-                                 self.context_len, total, context.device)
-            mask = torch.zeros(1, 1, len(nodes), total, dtype=self.model.dtype, device=context.device)
-            mask.masked_fill_(~allowed, torch.finfo(self.model.dtype).min)
-            level = depths(parents)
-            # The last committed token sits at context_len - 1; a node of depth d at context_len - 1 + d.
-            positions = torch.tensor([[self.context_len - 1 + level[n] for n in nodes]], device=context.device)
+            allowed, positions = self.feed.read(nodes, parents, context.device)
             step = torch.tensor([[tokens[n] for n in nodes]], device=context.device)
-            out = self.model(step, past_key_values=self.cache, attention_mask=mask, position_ids=positions,
-                             use_cache=True).logits
+            out = self.model(step, past_key_values=self.cache, attention_mask=additive(allowed, self.model.dtype),
+                             position_ids=positions.view(1, -1), use_cache=True).logits
             return distribution(out[0, :, : self.vocab_size], sampling)
 
         self.grown = grow(distribution(logits[0, -1, : self.vocab_size], sampling), expand, self.tree, depth,
@@ -160,15 +149,9 @@ class ModelDrafter(Drafter):
         if n_drafted == 0:
             return
         if self.grown is not None:
-            # The cache holds the context and the expanded nodes (self.fed). Keep the accepted branch's nodes that
-            # were fed: a node is expanded only after its parent, so they are a prefix of the branch.
-            fed_at = {node: slot for slot, node in enumerate(self.fed)}
-            slots = []
-            for node in kept or []:
-                if self.grown.origin[node] not in fed_at:
-                    break
-                slots.append(fed_at[self.grown.origin[node]])
-            keep_branch(self.cache, self.context_len, len(self.fed), slots)
+            # The cache holds the context and the nodes this model read; keep those of the accepted branch.
+            slots = self.feed.kept_slots([self.grown.origin[node] for node in kept or []])
+            keep_branch(self.cache, self.context_len, len(self.feed.fed), slots)
             self.seen = self.context_len + len(slots)
             return
         # Keep the context and the accepted drafts the cache has seen: min(n_accepted, k-1) of them.
@@ -257,7 +240,8 @@ class HeadDrafter(Drafter):
         self.cache, self.read, self.true_length, self.feature = KVCache(), 0, 0, None
         self.pending = hidden if hidden is not None else self.pending[:0]
 
-    def propose(self, context, k, sampling, generator) -> Proposal:
+    def propose(self, context, k, sampling, generator, budget: int | None = None) -> Proposal:
+        """Up to k tokens, or with a tree budget a tree (`budget` overrides the settings' node count)."""
         # Read the pairs (f_j, e(x_{j+1})) for j = read .. L-2: one forward over all of them.
         new_tokens = context[0, self.read + 1 :]
         if new_tokens.shape[0] != self.pending.shape[0]:
@@ -269,7 +253,8 @@ class HeadDrafter(Drafter):
         if k == 0 or self.cache.length == 0:  # a one-token prompt: no feature to draft from yet
             return Proposal(context.new_empty(0), None)
         if self.tree.on:
-            return self._propose_tree(context, k, sampling, generator)
+            return self._propose_tree(context, k, sampling, generator,
+                                      replace(self.tree, budget=budget) if budget else self.tree)
         ids, probs = [], []
         feature = self.feature
         for i in range(k):
@@ -284,23 +269,17 @@ class HeadDrafter(Drafter):
         full[:, self.vocab_ids] = torch.stack(probs)  # q is 0 outside the draft vocabulary
         return Proposal(torch.stack(ids), full)
 
-    def _propose_tree(self, context, depth, sampling, generator) -> Proposal:
+    def _propose_tree(self, context, depth, sampling, generator, shape: TreeShape) -> Proposal:
         """Grow a tree: each expansion reads the chosen nodes' pairs (parent's predicted feature, token) at once."""
         features: dict[int, torch.Tensor] = {}  # node -> the feature the head predicted after reading it
-        slots: dict[int, int] = {}
+        # The root's prediction came from the pair at true_length - 1; a node of depth d sits d places later.
+        feed = TreeFeed(self.true_length)
 
         def q_draft(feature):  # q on the draft vocabulary
             return distribution(feature @ self.rows.T, sampling)
 
         def expand(nodes, tokens, parents):
-            for node in nodes:
-                slots[node] = len(slots)
-            total = self.true_length + len(slots)
-            allowed = visibility(parents, [slots.get(i, -1) for i in range(len(parents))], nodes,
-                                 self.true_length, total, context.device)
-            level = depths(parents)
-            # The root's prediction came from the pair at true_length - 1; a node of depth d sits d places later.
-            positions = torch.tensor([self.true_length - 1 + level[n] for n in nodes], device=context.device)
+            allowed, positions = feed.read(nodes, parents, context.device)
             inputs = torch.stack([features[parents[n]] if parents[n] >= 0 else self.feature for n in nodes])
             token_ids = torch.tensor([tokens[n] for n in nodes], device=context.device)
             out = self.head.step(self.embedding[token_ids], inputs, self.cache, positions, allowed)
@@ -308,7 +287,7 @@ class HeadDrafter(Drafter):
                 features[node] = feature
             return q_draft(out)
 
-        grown = grow(q_draft(self.feature.view(1, -1))[0], expand, self.tree, depth, sampling, generator, self.vocab_ids)
+        grown = grow(q_draft(self.feature.view(1, -1))[0], expand, shape, depth, sampling, generator, self.vocab_ids)
         full = torch.zeros(len(grown.tokens), self.vocab_size, dtype=grown.rows.dtype, device=context.device)
         full[:, self.vocab_ids] = grown.rows  # q is 0 off the draft vocabulary
         return Proposal(torch.tensor(grown.tokens, device=context.device), full, grown.parents)
@@ -348,9 +327,7 @@ class HybridDrafter(Drafter):
         # copied text goes wrong, the head's alternatives may be right). Both are kept as certain proposals (one-hot
         # q): candidates fixed before verification keep recursive rejection sampling exact whatever drew them.
         copied = proposal.parents if proposal.parents is not None else list(range(-1, proposal.ids.shape[0] - 1))
-        self.head.tree = replace(self.tree, budget=self.tree.budget - len(copied))
-        guessed = self.head.propose(context, k, sampling, generator)
-        self.head.tree = self.tree
+        guessed = self.head.propose(context, k, sampling, generator, budget=self.tree.budget - len(copied))
         tokens, parents = merge_trees((proposal.ids.tolist(), copied),
                                       (guessed.ids.tolist(), guessed.parents or []), self.tree.budget)
         return Proposal(torch.tensor(tokens, dtype=torch.long, device=context.device), None, parents)

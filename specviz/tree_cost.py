@@ -87,12 +87,3 @@ def load_verify_cost(path: Path = VERIFY_COST_FILE) -> dict | None:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-
-
-def verify_steps(cost: dict | None, n: int) -> float | None:
-    """v(n) from a measurement (n = 0 is a plain step: 1); None beyond what was measured."""
-    if n == 0:
-        return 1.0
-    if not cost or n > len(cost["steps"]):
-        return None
-    return cost["steps"][n - 1]

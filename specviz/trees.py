@@ -62,10 +62,6 @@ def children(parents: list[int], node: int) -> list[int]:
     return [i for i, parent in enumerate(parents) if parent == node]
 
 
-def is_chain(parents: list[int] | None) -> bool:
-    return parents is None or all(parent == i - 1 for i, parent in enumerate(parents))
-
-
 # --- attention over a tree -------------------------------------------------------------------
 def visibility(parents: list[int], slots: list[int], rows: list[int], past: int, total: int,
                device=None) -> torch.Tensor:
@@ -82,18 +78,59 @@ def visibility(parents: list[int], slots: list[int], rows: list[int], past: int,
     return allowed
 
 
+def additive(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A bool [q, k] visibility as the 4-D additive mask transformers takes as-is: 0 to attend, the minimum not."""
+    mask = torch.zeros(1, 1, *allowed.shape, dtype=dtype, device=allowed.device)
+    return mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+
+
+def rooted(parents: list[int]) -> list[int]:
+    """The tree with its root as node 0 (what the target reads: the last committed token, then the nodes)."""
+    return [-1] + [parent + 1 for parent in parents]
+
+
 def target_attention(parents: list[int], past: int, dtype: torch.dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
     """The 4-D additive mask and position ids for a target forward over [root, node 0 .. node N-1].
 
     The root (the last committed token) sits at position `past`, a node of depth d at past + d.
     """
-    tree = [-1] + [parent + 1 for parent in parents]  # the root becomes node 0
-    n = len(tree)
-    allowed = visibility(tree, list(range(n)), list(range(n)), past, past + n, device)
-    mask = torch.zeros(1, 1, n, past + n, dtype=dtype, device=device)
-    mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+    n = len(parents) + 1
+    allowed = visibility(rooted(parents), list(range(n)), list(range(n)), past, past + n, device)
     positions = torch.tensor([[past] + [past + d for d in depths(parents)]], device=device)
-    return mask, positions
+    return additive(allowed, dtype), positions
+
+
+class TreeFeed:
+    """A drafter's reads while growing a tree: the nodes whose keys follow its `past` cached entries, in order.
+
+    Its last cached entry holds the last committed token (position past - 1), so a node of depth d sits at
+    position past - 1 + d and reads the cache, its ancestors and itself.
+    """
+
+    def __init__(self, past: int):
+        self.past = past
+        self.fed: list[int] = []  # nodes in the order they were read (numbered as `grow` numbers them)
+        self.slot: dict[int, int] = {}
+
+    def read(self, nodes: list[int], parents: list[int], device) -> tuple[torch.Tensor, torch.Tensor]:
+        """Record `nodes` as read next; their visibility (bool [n, past + all read]) and positions [n]."""
+        for node in nodes:
+            self.slot[node] = len(self.fed)
+            self.fed.append(node)
+        slots = [self.slot.get(i, -1) for i in range(len(parents))]
+        allowed = visibility(parents, slots, nodes, self.past, self.past + len(self.fed), device)
+        level = depths(parents)
+        return allowed, torch.tensor([self.past - 1 + level[n] for n in nodes], device=device)
+
+    def kept_slots(self, branch: list[int]) -> list[int]:
+        """Cache slots of the kept branch's nodes that were read: a node is read only after its parent, so they
+        are a prefix of the branch."""
+        slots = []
+        for node in branch:
+            if node not in self.slot:
+                break
+            slots.append(self.slot[node])
+        return slots
 
 
 def keep_branch(cache: DynamicCache, start: int, fed: int, kept: list[int]) -> None:
@@ -119,7 +156,6 @@ class Grown:
     tokens: list[int]
     parents: list[int]
     rows: torch.Tensor | None  # [N, V]: node i was drawn from rows[i] (its parent's q); None for certain proposals
-    scores: list[float]  # the value the tree was pruned by (cumulative q, or the static prior)
     origin: list[int]  # each kept node's number while growing (what `expand` was called with)
 
 
@@ -159,13 +195,12 @@ def grow(root_q: torch.Tensor, expand: Callable[[list[int], list[int], list[int]
         chosen = sorted(new, key=lambda i: -scores[i])[:k]
         frontier, value = chosen, [scores[i] for i in chosen]
         frontier_q = expand(chosen, tokens, parents)
-    keep = _best(scores, parents, shape.budget)
+    keep = _best(scores, shape.budget)
     renumber = {old: new for new, old in enumerate(keep)}
     return Grown(
         tokens=[tokens[i] for i in keep],
         parents=[renumber[parents[i]] if parents[i] >= 0 else -1 for i in keep],
         rows=torch.stack([rows[i] for i in keep]),
-        scores=[scores[i] for i in keep],
         origin=keep,
     )
 
@@ -178,15 +213,11 @@ def _draw(q: torch.Tensor, k: int, sampling: Sampling, generator) -> torch.Tenso
     return torch.multinomial(q, k, replacement=False, generator=generator)
 
 
-def _best(scores: list[float], parents: list[int], budget: int) -> list[int]:
-    """The `budget` nodes of highest score, in drafting order (a node never scores above its parent)."""
-    order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:budget]
-    kept = set(order)
-    for i in list(order):  # ties could leave out an ancestor: bring it in (the tree stays connected)
-        while parents[i] >= 0 and parents[i] not in kept:
-            i = parents[i]
-            kept.add(i)
-    return sorted(kept)
+def _best(scores: list[float], budget: int) -> list[int]:
+    """The `budget` nodes of highest score, in drafting order. A node never scores above its parent and is
+    numbered after it, so ordering by (score, number) puts every parent before its children: the nodes kept
+    always include their ancestors."""
+    return sorted(sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:budget])
 
 
 def trie(branches: list[list[int]], budget: int) -> tuple[list[int], list[int]]:

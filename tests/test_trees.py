@@ -329,9 +329,9 @@ def test_hybrid_tree_puts_the_heads_guesses_beside_the_copied_text(target, make_
         copied.append([proposal.ids.shape[0], False])
         return proposal
 
-    def spy_head(*args):
+    def spy_head(*args, **kwargs):
         copied[-1][1] = copied[-1][0] > 0
-        return head_propose(*args)
+        return head_propose(*args, **kwargs)
 
     drafter.ngram.propose, drafter.head.propose = spy_ngram, spy_head
     prompt = "w40 w41 w7 w40 w41 w7 w40 w41"

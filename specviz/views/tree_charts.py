@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from ..records import ACCEPTED, BONUS, DRAFTED, REJECTED, RESAMPLED, Round, TreeRecord
 from ..theory import sibling_ranks
-from ..trees import ancestors, children, depths
+from ..trees import children, depths, rooted, visibility
 from .tokens import COLOURS, DESCRIPTIONS
 
 SYMBOLS = {ACCEPTED: "circle", REJECTED: "x", DRAFTED: "circle-open", RESAMPLED: "diamond", BONUS: "star",
@@ -106,12 +106,8 @@ def mask_figure(r: Round) -> go.Figure:
     tree = r.tree
     text = ["last token"] + [f"{i}:{_label(t)}" for i, t in enumerate(tree.text or map(str, tree.tokens))]
     n = tree.size + 1
-    allowed = [[0] * n for _ in range(n)]
-    allowed[0][0] = 1
-    for i in range(tree.size):
-        allowed[i + 1][0] = 1
-        for a in ancestors(tree.parents, i):
-            allowed[i + 1][a + 1] = 1
+    # the very mask the target reads (specviz.trees), without the committed context in front
+    allowed = visibility(rooted(tree.parents), list(range(n)), list(range(n)), 0, n).int().tolist()
     fig = go.Figure(go.Heatmap(z=allowed, x=text, y=text, colorscale=[[0, "#f4f4f4"], [1, "#4575b4"]], showscale=False,
                                xgap=1, ygap=1, hovertemplate="%{y} reads %{x}: %{z}<extra></extra>"))
     fig.update_layout(title="Tree attention mask (blue: may attend; every row also reads the whole context)",
