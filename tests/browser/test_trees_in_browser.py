@@ -43,3 +43,18 @@ def test_rounds_page_draws_a_live_token_tree_and_its_mask(page, app_url):
     mask = page.locator('[data-testid="stPlotlyChart"]').filter(has_text="Tree attention mask")
     expect(mask.last).to_be_visible()
     assert page.locator('[data-testid="stException"]').count() == 0
+
+
+def test_theory_page_shows_the_measured_verify_cost_and_chain_against_tree(page, app_url):
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.goto(f"{app_url}/Theory")
+    wait_idle(page)
+    section = page.get_by_text("Token trees: several guesses per position, one forward")
+    section.scroll_into_view_if_needed()
+    charts = page.locator('[data-testid="stPlotlyChart"]')
+    expect(charts.filter(has_text="Verification cost v(N)").last).to_be_visible()
+    expect(charts.filter(has_text="Chain or tree at the same tokens verified").last).to_be_visible()
+    expect(page.get_by_text("verify-cost --max-nodes 32")).to_be_visible()  # how v(N) was measured
+    assert page.locator('[data-testid="stException"]').count() == 0
+    charts.filter(has_text="Verification cost v(N)").last.scroll_into_view_if_needed()
+    page.screenshot(path=str(SCREENSHOTS / "theory_trees.png"))
