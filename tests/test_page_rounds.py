@@ -1,9 +1,9 @@
 """AppTest of Home and Rounds on the real engine (embedded SmolLM2, short runs)."""
 
-import json
-
 import pytest
 from streamlit.testing.v1 import AppTest
+
+from app_helpers import chart_titles
 
 pytestmark = pytest.mark.slow
 
@@ -66,8 +66,6 @@ def test_rounds_draws_a_token_tree_and_its_mask():
     result = at.session_state["rounds-result"]
     assert result.identical and result.spec.is_tree
     at.button(key="rounds-first").click().run()  # round 1 (the last round may draft nothing: the budget is spent)
-    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
-    assert any("a tree of" in t and "verified in one target forward" in t for t in titles)
+    assert any("a tree of" in t and "verified in one target forward" in t for t in chart_titles(at))
     at.toggle(key="rounds-mask").set_value(True).run()
-    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
-    assert any("Tree attention mask" in t for t in titles)
+    assert any("Tree attention mask" in t for t in chart_titles(at))

@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app_helpers import figure
+
 from specviz.engine import results
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "pages" / "7_Serving.py")
-
-
-def figure(at: AppTest, title_start: str) -> dict:
-    for chart in at.get("plotly_chart"):
-        spec = json.loads(chart.proto.spec)
-        if spec["layout"]["title"]["text"].startswith(title_start):
-            return spec
-    raise AssertionError(f"no chart titled {title_start!r}")
 
 
 def metric(at: AppTest, label: str) -> str:

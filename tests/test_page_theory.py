@@ -8,13 +8,14 @@ as points on the speedup-vs-γ curve however they were stored.
 from __future__ import annotations
 
 import base64
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
+
+from app_helpers import figure
 
 from specviz import theory
 from specviz.records import loads
@@ -34,14 +35,6 @@ def metric(at: AppTest, label: str) -> str:
     values = [m.value for m in at.metric if m.label == label]
     assert len(values) == 1, f"expected one metric {label!r}, found {[m.label for m in at.metric]}"
     return values[0]
-
-
-def figure(at: AppTest, title_start: str) -> dict:
-    for chart in at.get("plotly_chart"):
-        spec = json.loads(chart.proto.spec)
-        if spec["layout"]["title"]["text"].startswith(title_start):
-            return spec
-    raise AssertionError(f"no chart titled {title_start!r}")
 
 
 def array(value) -> list:
@@ -160,14 +153,10 @@ def test_tree_section_draws_the_measured_verify_cost_and_chain_against_tree():
     from specviz.tree_cost import load_verify_cost
 
     at = open_page()
-    cost = load_verify_cost()
-    charts = {c.proto.id: json.loads(c.proto.spec) for c in at.get("plotly_chart")}
-    shown = [fig for fig in charts.values() if "Verification cost v(N)" in json.dumps(fig.get("layout", {}).get("title"))]
-    assert shown and shown[0]["data"][0]["y"] == cost["steps"]
+    assert figure(at, "Verification cost v(N)")["data"][0]["y"] == load_verify_cost()["steps"]
     # Raising the second choice's chance raises the tree's curve, never the chain's.
-    before = [fig for fig in charts.values() if "Chain or tree" in json.dumps(fig.get("layout", {}).get("title"))][0]
+    before = figure(at, "Chain or tree")
     at.slider(key="theory-a1").set_value(0.3).run()
-    after = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-    after = [fig for fig in after if "Chain or tree" in json.dumps(fig.get("layout", {}).get("title"))][0]
+    after = figure(at, "Chain or tree")
     assert after["data"][0]["y"] == before["data"][0]["y"]
     assert all(b > a for a, b in zip(before["data"][1]["y"][1:], after["data"][1]["y"][1:]))
