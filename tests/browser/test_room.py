@@ -96,7 +96,8 @@ def test_a_link_restores_its_state_in_a_fresh_browser(browser, room_url):
     assert selected(again, "Draft") == "layerskip:8"
     assert slider(again, "Draft length").input_value() == "2"
     assert float(slider(again, "Temperature").input_value()) == pytest.approx(0.2)
-    assert again.locator('[data-testid="stNumberInput"]').filter(has_text="Seed").locator("input").input_value() == "11"
+    # the number box can be drawn a moment after the sliders: wait for its value as for the round label
+    expect(again.locator('[data-testid="stNumberInput"]').filter(has_text="Seed").locator("input")).to_have_value("11")
     assert again.get_by_label("Prompt (edit freely)").input_value() == "Name three rivers of Europe."
     no_exception(again)
     screenshot(again, "room_link_restored")
