@@ -2,18 +2,18 @@
 
 import streamlit as st
 
-from specviz import links, ui, ui_room
+from specviz.app import links, controls, room
 from specviz.models import DEFAULT_TARGET
-from specviz.views import figures, tokens
+from specviz.app.views import figures, tokens
 
 st.set_page_config(page_title="SpecViz — speculative decoding, seen and measured", page_icon="🔎", layout="wide")
-ui.page_intro(
+controls.page_intro(
     "SpecViz — see and measure speculative decoding",
     "A small **draft** model guesses the next γ tokens; the large **target** model checks all of them in "
     "**one** forward pass; the longest agreeing prefix is kept, the first disagreement is replaced by the "
     "target's own token — so the output is exactly the target's, produced in fewer target passes.",
 )
-ui_room.room_bar(ui_room.page_id(__file__))
+room.room_bar(room.page_id(__file__))
 LENGTHS = (16, 32, 64)
 LINK = [links.Param("home-prompt", "prompt"), links.Param("home-tokens", "max_new", int, choices=lambda: LENGTHS)]
 links.restore(LINK)
@@ -31,10 +31,10 @@ st.html(
     + "</div><b>or, all kept</b><div>The cat " + "".join(T(w, "accepted", "accepted") for w in (" sat", " on", " the", " mat"))
     + T(".", "bonus", "bonus token from the target's last position") + "</div></div>"
 )
-ui.legend()
+controls.legend()
 
 st.subheader("A recorded run")
-demo = ui.load_demo()
+demo = controls.load_demo()
 if demo is not None:
     ok, message = figures.fidelity(demo)
     st.caption(f"{demo.spec.draft} drafting for {demo.spec.target}, γ={demo.spec.settings['gamma']}, recorded on "
@@ -44,7 +44,7 @@ if demo is not None:
         column.metric(label, value, help=help_text)
 
 st.subheader("Your turn: a live run of the default pair")
-draft = ui.draft_options()[0]
+draft = controls.draft_options()[0]
 prompt = st.text_input("Prompt", value=demo.spec.prompt if demo else "Explain speculative decoding in one paragraph.",
                        key="home-prompt")
 length = st.select_slider("New tokens", LENGTHS, 64, key="home-tokens", help="A shorter run finishes sooner")
@@ -52,9 +52,9 @@ links.share(LINK)
 run_col, link_col = st.columns([5, 1])
 links.link_box(link_col)
 if run_col.button(f"Run {draft} → {DEFAULT_TARGET} (γ=4, {length} tokens)", type="primary", key="home-run"):
-    with ui.error_box("run"):
-        st.session_state["home-result"] = ui.measured_run(DEFAULT_TARGET, draft, prompt,
-                                                          ui.Decoding(max_new_tokens=length))
+    with controls.error_box("run"):
+        st.session_state["home-result"] = controls.measured_run(DEFAULT_TARGET, draft, prompt,
+                                                          controls.Decoding(max_new_tokens=length))
 live = st.session_state.get("home-result")
 if live is not None:
     ok, message = figures.fidelity(live)
@@ -69,5 +69,5 @@ st.markdown("**Pages**: *Rounds* (every token of a run) · *Draft length* (sweep
             "*Verification tolerance* (speed vs quality) · *Theory* (the formula and a worksheet) · "
             "*Serving* (a vLLM server under load, beside the lab).")
 # Load the target last: the page above is already shown while this runs (first time: GGUF conversion).
-with ui.error_box("load the default target"):
-    ui.get_target(DEFAULT_TARGET)
+with controls.error_box("load the default target"):
+    controls.get_target(DEFAULT_TARGET)

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from specviz.config import Decoding
 from specviz.decode import generate
 from specviz.drafters import build_drafter
-from specviz.measure import warm_up
+from specviz.lab.measure import warm_up
 from specviz.models import load_model
 from specviz.prompts import read_jsonl
 

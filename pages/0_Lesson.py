@@ -2,17 +2,17 @@
 
 import streamlit as st
 
-from specviz import ui, ui_lesson, ui_room
+from specviz.app import controls, lesson, room
 
 st.set_page_config(page_title="Lesson · SpecViz", page_icon="🔎", layout="wide")
-ui.page_intro(
+controls.page_intro(
     "Lesson — speculative decoding, step by step",
     "Twelve steps on real runs of SmolLM2-135M recorded by the project: every step shows at once, with no model "
     "loaded. At each step predict first, then see what the target did. Keys: → next, ← back.",
 )
-PAGE = ui_room.page_id(__file__)
-ui_room.room_bar(PAGE)
-step = ui_lesson.navigation()
-ui_room.publish(PAGE, {ui_lesson.STEP: step})  # a presenter's step moves the followers' lessons
-with ui.error_box("show this step"):
-    ui_lesson.render(step)
+PAGE = room.page_id(__file__)
+room.room_bar(PAGE)
+step = lesson.navigation()
+room.publish(PAGE, {lesson.STEP: step})  # a presenter's step moves the followers' lessons
+with controls.error_box("show this step"):
+    lesson.render(step)

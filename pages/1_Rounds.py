@@ -2,29 +2,29 @@
 
 import streamlit as st
 
-from specviz import links, ui, ui_replay, ui_room
-from specviz.views import charts, figures, tables, tokens, tree_charts
+from specviz.app import links, controls, replay, room
+from specviz.app.views import charts, figures, tables, tokens, tree_charts
 
 st.set_page_config(page_title="Rounds · SpecViz", page_icon="🔎", layout="wide")
-ui.page_intro(
+controls.page_intro(
     "Rounds — token by token",
     "Each round the draft proposes γ tokens, the target scores them all in one forward pass, a prefix is "
     "kept, and the first rejected token is replaced (or a bonus token is added when all are kept). With a token "
     "tree the draft proposes several continuations and the target keeps one branch.",
 )
-PAGE = ui_room.page_id(__file__)
-ui_room.room_bar(PAGE)
-LINK = [*ui.pair_params("rounds"), *ui.decoding_params("rounds"), *ui.prompt_params("rounds"),
+PAGE = room.page_id(__file__)
+room.room_bar(PAGE)
+LINK = [*controls.pair_params("rounds"), *controls.decoding_params("rounds"), *controls.prompt_params("rounds"),
         links.Param("rounds-step", "round", int)]
 if "round" in (opened := links.restore(LINK)):  # the linked round is shown again once the run is re-measured
     st.session_state["rounds-linked-step"] = opened["round"]
 
 with st.sidebar:
-    target, draft = ui.pair_pickers("rounds", "Run settings")
+    target, draft = controls.pair_pickers("rounds", "Run settings")
     settings = None
-    with ui.error_box("use these settings"):
-        settings = ui.decoding_controls("rounds")
-prompt = ui.prompt_picker("rounds")
+    with controls.error_box("use these settings"):
+        settings = controls.decoding_controls("rounds")
+prompt = controls.prompt_picker("rounds")
 
 left, right = st.columns([1, 3])
 run_clicked = left.button("Run", type="primary", key="rounds-run")
@@ -32,21 +32,21 @@ live = right.toggle("Re-run when a control changes", value=True, key="rounds-liv
 request = repr((target, draft, prompt, settings))
 state = st.session_state
 if settings is not None and (run_clicked or (live and "rounds-request" in state and state["rounds-request"] != request)):
-    with ui.error_box("run"):
-        state["rounds-result"] = ui.measured_run(target, draft, prompt, settings)
+    with controls.error_box("run"):
+        state["rounds-result"] = controls.measured_run(target, draft, prompt, settings)
         state["rounds-step"] = state.pop("rounds-linked-step", len(state["rounds-result"].spec.rounds))
     state["rounds-request"] = request  # also after a failure, so a bad setting is not retried in a loop
 
 uploaded = st.file_uploader("…or replay an exported run (JSON, no models needed)", type="json", key="rounds-upload")
 if uploaded is not None and state.get("rounds-upload-id") != uploaded.file_id:  # once per file, not per rerun
     state["rounds-upload-id"] = uploaded.file_id
-    with ui.error_box("load that file"):
-        state["rounds-result"] = next(iter(ui.load_export(uploaded).values()))
+    with controls.error_box("load that file"):
+        state["rounds-result"] = next(iter(controls.load_export(uploaded).values()))
         state["rounds-step"] = len(state["rounds-result"].spec.rounds)
 
 comparison = state.get("rounds-result")
 if comparison is None:
-    comparison = ui.load_demo()
+    comparison = controls.load_demo()
     st.info("Showing a run recorded by the project. Press **Run** for a live one on this machine.")
 if comparison is None:
     st.stop()
@@ -61,15 +61,15 @@ shape = f" · tree of {tree['budget']} nodes ({tree['mode']}, {tree['branching']
 st.caption(f"{run.draft} → {run.target} · γ={run.settings['gamma']}{' (adaptive)' if run.settings['adaptive'] else ''}{shape} · "
            f"{run.settings['verification']['mode']} verification · {run.device} {run.dtype} · {run.new_tokens} tokens in "
            f"{len(run.rounds)} rounds")
-ui.legend()
+controls.legend()
 
 
 if st.session_state.get("rounds-step-of") != id(comparison):  # a new run does not start playing
     st.session_state["rounds-step-of"] = id(comparison)
     st.session_state["rounds-playing"] = False
 p1, p2 = st.columns([1, 4], vertical_alignment="bottom")
-playing = ui_replay.play_pause(p1, "rounds", len(run.rounds))
-interval = ui_replay.interval(p2, "rounds")
+playing = replay.play_pause(p1, "rounds", len(run.rounds))
+interval = replay.interval(p2, "rounds")
 
 
 @st.fragment(run_every=interval if playing else None)
@@ -77,8 +77,8 @@ def replay():
     """Step through the run; only this part redraws, no model is called. While playing, one round per tick;
     a presenter steps with the keys."""
     n = len(run.rounds)
-    step = ui_replay.tick("rounds", n, interval)
-    keys = ui_room.is_presenter()
+    step = replay.tick("rounds", n, interval)
+    keys = room.is_presenter()
     b1, b2, b3, b4, b5 = st.columns([1, 1, 1, 3, 2])
     if b1.button("« First", key="rounds-first", shortcut="Home" if keys else None):
         step = 1
@@ -88,7 +88,7 @@ def replay():
         step = min(n, step + 1)
     step = b4.slider("Replay up to round", 1, n, step, key=f"rounds-slider-{step}")
     st.session_state["rounds-step"] = step
-    ui_room.publish(PAGE, {"rounds-step": step, "rounds-result": st.session_state.get("rounds-result")})
+    room.publish(PAGE, {"rounds-step": step, "rounds-result": st.session_state.get("rounds-result")})
     links.share(LINK)
     links.link_box(b5)
     st.html(tokens.output_html(run, upto_round=step - 1))
@@ -119,4 +119,4 @@ c1.plotly_chart(charts.round_times_figure(run), key="rounds-times")
 c2.plotly_chart(charts.acceptance_by_position_figure({run.draft or "target": run}), key="rounds-bypos")
 with st.expander("Rounds table"):
     st.dataframe(tables.rounds_frame(run), hide_index=True)
-ui.export_buttons({f"{run.draft}-g{run.settings['gamma']}": comparison}, "rounds")
+controls.export_buttons({f"{run.draft}-g{run.settings['gamma']}": comparison}, "rounds")

@@ -2,51 +2,53 @@
 
 import streamlit as st
 
-from specviz import links, sweeps, theory, ui, ui_room, ui_sweep
-from specviz.views import sweep_charts
+from specviz.app import links, controls, room, sweep_controls
+from specviz.lab import sweeps
+from specviz import theory
+from specviz.app.views import sweep_charts
 
 st.set_page_config(page_title="Draft length · SpecViz", page_icon="🔎", layout="wide")
-ui.page_intro(
+controls.page_intro(
     "Draft length γ — how far ahead should the draft guess?",
     "A longer draft gains more tokens per target pass when it is accepted, but every drafted token costs time "
     "and acceptance decays along the draft: the speedup rises, peaks and falls. Here it is measured at each γ "
     "against the target alone, beside the standard model's prediction (1−α^(γ+1))/((1−α)(γc+1)).",
 )
 
-ui_room.room_bar(ui_room.page_id(__file__))
-LINK = [*ui.pair_params("dl"), links.Param("dl-gammas", "gammas", tuple, item=int, limits=(1, 12)),
-        links.Param("dl-repeats", "repeats", int, limits=(1, 5)), *ui.decoding_params("dl", with_gamma=False)]
+room.room_bar(room.page_id(__file__))
+LINK = [*controls.pair_params("dl"), links.Param("dl-gammas", "gammas", tuple, item=int, limits=(1, 12)),
+        links.Param("dl-repeats", "repeats", int, limits=(1, 5)), *controls.decoding_params("dl", with_gamma=False)]
 links.restore(LINK)
 with st.sidebar:
-    target, draft = ui.pair_pickers("dl", "Sweep settings")
+    target, draft = controls.pair_pickers("dl", "Sweep settings")
     low, high = st.slider("Draft lengths γ", 1, 12, (1, 8), key="dl-gammas")
     repeats = st.slider("Repeats per point (median time)", 1, 5, 1, key="dl-repeats")
     tree_depth = st.slider("Also a token tree of N = γ nodes at each point, this deep (0 = chains only)", 0, 8, 0,
                            key="dl-tree-depth", help="The tree verifies as many drafted tokens per round as the chain "
                                                      "of γ; 2 children per expanded node, EAGLE-2's dynamic shape")
     settings = None
-    with ui.error_box("use these settings"):
-        settings = ui.decoding_controls("dl", with_gamma=False)
+    with controls.error_box("use these settings"):
+        settings = controls.decoding_controls("dl", with_gamma=False)
     links.share(LINK)
     links.link_box()
 
-prompts = ui.prompts_picker("dl", "every γ runs on each")
+prompts = controls.prompts_picker("dl", "every γ runs on each")
 
 gammas = list(range(low, high + 1))
-run_clicked = ui_sweep.controls("dl", "Run sweep", disabled=settings is None,
+run_clicked = sweep_controls.controls("dl", "Run sweep", disabled=settings is None,
                                 stop_help="Ends the sweep after the point being measured; the points done are kept")
 if run_clicked and settings is not None:
     def measure(on_point, should_stop):
-        model = ui.get_target(target)
-        sweeps.gamma_sweep(model, draft, prompts, gammas, settings, load=ui.loader(), on_point=on_point,
+        model = controls.get_target(target)
+        sweeps.gamma_sweep(model, draft, prompts, gammas, settings, load=controls.loader(), on_point=on_point,
                            should_stop=should_stop, repeats=repeats, tree_depth=tree_depth)
 
     setup = {"target": target, "draft": draft, "prompts": prompts, "settings": settings, "gammas": gammas}
-    ui_sweep.run("dl", sweeps.Sweep(len(prompts) * len(gammas) * (2 if tree_depth else 1), setup), measure,
+    sweep_controls.run("dl", sweeps.Sweep(len(prompts) * len(gammas) * (2 if tree_depth else 1), setup), measure,
                  lambda p: f"{'tree of ' + str(p.gamma) + ' nodes' if p.draft != draft else 'γ=' + str(p.gamma)} "
                            f"on prompt {p.prompt_index + 1}", "run the sweep")
 
-sweep = ui_sweep.result("dl", "points")
+sweep = sweep_controls.result("dl", "points")
 if sweep is None:
     st.info("Pick a draft, one or more prompts and a range of γ, then press **Run sweep**. The target alone is "
             "measured once per prompt; every γ is timed against it.")
@@ -90,8 +92,8 @@ left.plotly_chart(sweep_charts.alpha_figure(table, trees), key="dl-alpha")
 right.plotly_chart(sweep_charts.position_figure(points), key="dl-bypos")
 left.plotly_chart(sweep_charts.throughput_figure(table), key="dl-throughput")
 st.dataframe(table, hide_index=True, key="dl-table", column_config={
-    **ui.SWEEP_COLUMNS, "gamma": "γ", "best": "best γ",
+    **controls.SWEEP_COLUMNS, "gamma": "γ", "best": "best γ",
     "verify_cost": st.column_config.NumberColumn("verify cost (steps)", format="%.2f"),
     "baseline_tokens_per_s": st.column_config.NumberColumn("target alone tokens / s", format="%.1f"),
 })
-ui.export_buttons(sweeps.comparisons(points + tree_points), "draft-length")
+controls.export_buttons(sweeps.comparisons(points + tree_points), "draft-length")

@@ -2,11 +2,12 @@
 
 import streamlit as st
 
-from specviz import links, sweeps, ui, ui_room, ui_sweep
-from specviz.views import figures, sweep_charts, tokens
+from specviz.app import links, controls, room, sweep_controls
+from specviz.lab import sweeps
+from specviz.app.views import figures, sweep_charts, tokens
 
 st.set_page_config(page_title="Compare drafts · SpecViz", page_icon="🔎", layout="wide")
-ui.page_intro(
+controls.page_intro(
     "Compare drafts — accuracy against cost",
     "The best draft is not the most accurate one: speedup needs a high acceptance α *and* a low cost c per "
     "drafted token, so a fast, weaker draft can beat a strong, slow one. Each drafter here runs on the same "
@@ -14,50 +15,50 @@ ui.page_intro(
     "drafter also runs as a chain that verifies as many tokens, so you see what branching buys.",
 )
 
-ui_room.room_bar(ui_room.page_id(__file__))
-options = ui.draft_options()
-LINK = [links.Param("cmp-target", "target", choices=ui.offered(ui.target_options)),
-        links.Param("cmp-drafts", "drafts", list, item=str, choices=ui.offered(ui.draft_options)),
-        links.Param("cmp-repeats", "repeats", int, limits=(1, 5)), *ui.decoding_params("cmp")]
+room.room_bar(room.page_id(__file__))
+options = controls.draft_options()
+LINK = [links.Param("cmp-target", "target", choices=controls.offered(controls.target_options)),
+        links.Param("cmp-drafts", "drafts", list, item=str, choices=controls.offered(controls.draft_options)),
+        links.Param("cmp-repeats", "repeats", int, limits=(1, 5)), *controls.decoding_params("cmp")]
 links.restore(LINK)
 named = [o for o in options if o not in ("ngram", "target") and not o.startswith("layerskip")]
 default = ["ngram", *named[:1], "layerskip:8", "target"][:4]  # model-free, distilled, self-draft and the control
 with st.sidebar:
     st.header("Comparison settings")
-    target = ui.target_picker("cmp-target")
+    target = controls.target_picker("cmp-target")
     drafts = st.multiselect(f"Drafters ({sweeps.MIN_DRAFTS} to {sweeps.MAX_DRAFTS})", options, default=default,
                             key="cmp-drafts", max_selections=sweeps.MAX_DRAFTS,
-                            accept_new_options=not ui_room.locked(),
-                            help=ui.ROOM_HELP if ui_room.locked() else ui.MODEL_HELP)
+                            accept_new_options=not room.locked(),
+                            help=controls.ROOM_HELP if room.locked() else controls.MODEL_HELP)
     repeats = st.slider("Repeats per run (median time)", 1, 5, 1, key="cmp-repeats")
     settings = None
-    with ui.error_box("use these settings"):
-        settings = ui.decoding_controls("cmp")
+    with controls.error_box("use these settings"):
+        settings = controls.decoding_controls("cmp")
     links.share(LINK)
     links.link_box()
 
-prompts = ui.prompts_picker("cmp", "every drafter runs on each")
+prompts = controls.prompts_picker("cmp", "every drafter runs on each")
 
 valid = sweeps.MIN_DRAFTS <= len(drafts) <= sweeps.MAX_DRAFTS
 if not valid:
     st.warning(f"Pick {sweeps.MIN_DRAFTS} to {sweeps.MAX_DRAFTS} drafters to compare in the sidebar "
                f"({len(drafts)} picked).", icon="⚠️")
-run_clicked = ui_sweep.controls("cmp", "Run comparison", disabled=not valid or settings is None,
+run_clicked = sweep_controls.controls("cmp", "Run comparison", disabled=not valid or settings is None,
                                 stop_help="Ends the comparison after the run being measured; the runs done are kept")
 if run_clicked and valid and settings is not None:
     setup = {"target": target, "drafts": list(drafts), "prompts": prompts, "settings": settings, "parameters": {}}
     runs = sweeps.variants(list(drafts), settings)
 
     def measure(on_point, should_stop):
-        model = ui.get_target(target)
-        setup["parameters"] = {label: sweeps.draft_parameters(spec, model, ui.loader()) for label, spec, _ in runs}
-        sweeps.compare_drafts(model, drafts, prompts, settings, load=ui.loader(), on_point=on_point,
+        model = controls.get_target(target)
+        setup["parameters"] = {label: sweeps.draft_parameters(spec, model, controls.loader()) for label, spec, _ in runs}
+        sweeps.compare_drafts(model, drafts, prompts, settings, load=controls.loader(), on_point=on_point,
                               should_stop=should_stop, repeats=repeats)
 
-    ui_sweep.run("cmp", sweeps.Sweep(len(prompts) * len(runs), setup), measure,
+    sweep_controls.run("cmp", sweeps.Sweep(len(prompts) * len(runs), setup), measure,
                  lambda p: f"{p.draft} on prompt {p.prompt_index + 1}", "run the comparison")
 
-sweep = ui_sweep.result("cmp", "runs")
+sweep = sweep_controls.result("cmp", "runs")
 if sweep is None:
     st.info("Pick 2 to 4 drafters and one or more prompts, then press **Run comparison**.")
     st.stop()
@@ -81,7 +82,7 @@ else:
     st.info(f"**{winner['draft']}** is both the most accepted (α {winner['alpha']:.2f}) and the fastest "
             f"({winner['speedup']:.2f}×) here.")
 st.dataframe(table, hide_index=True, key="cmp-table", column_config={
-    **ui.SWEEP_COLUMNS, "parameters": st.column_config.NumberColumn("draft parameters", format="compact"),
+    **controls.SWEEP_COLUMNS, "parameters": st.column_config.NumberColumn("draft parameters", format="compact"),
 })
 
 
@@ -92,7 +93,7 @@ def outputs():
     if len(result["prompts"]) > 1:
         shown = st.selectbox("Outputs for prompt", range(len(result["prompts"])), key="cmp-shown",
                              format_func=lambda i: f"{i + 1} · {result['prompts'][i][:90]}")
-    ui.legend()
+    controls.legend()
     mine = [p for p in points if p.prompt_index == shown]
     for column, point in zip(st.columns(len(mine) or 1), mine):
         c = point.comparison
@@ -107,4 +108,4 @@ st.plotly_chart(sweep_charts.draft_bars_figure(table), key="cmp-bars")
 left, right = st.columns(2)
 left.plotly_chart(sweep_charts.latency_scatter_figure(table), key="cmp-scatter")
 right.plotly_chart(sweep_charts.position_figure(points, by="draft"), key="cmp-bypos")
-ui.export_buttons(sweeps.comparisons(points), "compare-drafts")
+controls.export_buttons(sweeps.comparisons(points), "compare-drafts")

@@ -3,29 +3,30 @@
 import numpy as np
 import streamlit as st
 
-from specviz import links, quality, ui, ui_room
+from specviz.app import links, controls, room
+from specviz.lab import quality
 from specviz.drafters import build_drafter
-from specviz.views import theory_charts, tokens
+from specviz.app.views import theory_charts, tokens
 
 st.set_page_config(page_title="Verification tolerance · SpecViz", page_icon="🔎", layout="wide")
-ui.page_intro(
+controls.page_intro(
     "Verification tolerance — speed vs quality",
     "Exact verification keeps only the drafts the target would have produced itself; relaxed verification also "
     "keeps near-misses, so α and the speed rise while the output drifts from the exact one — measured here, one "
     "tolerance at a time, against the same baseline.",
 )
 
-ui_room.room_bar(ui_room.page_id(__file__))
-LINK = [*ui.pair_params("tol"), *ui.decoding_params("tol"), *ui.prompt_params("tol"),
+room.room_bar(room.page_id(__file__))
+LINK = [*controls.pair_params("tol"), *controls.decoding_params("tol"), *controls.prompt_params("tol"),
         links.Param("tol-tau", "tau", tuple, limits=(0, 3)),
         links.Param("tol-lenience", "lenience_range", tuple, limits=(0.05, 1)),
         links.Param("tol-steps", "steps", int, limits=(2, 8)), links.Param("tol-extra", "extra", int, limits=(0, 99))]
 links.restore(LINK)
 with st.sidebar:
-    target, draft = ui.pair_pickers("tol", "Sweep settings")
+    target, draft = controls.pair_pickers("tol", "Sweep settings")
     settings = None
-    with ui.error_box("use these settings"):
-        settings = ui.decoding_controls("tol", with_verification=False)
+    with controls.error_box("use these settings"):
+        settings = controls.decoding_controls("tol", with_verification=False)
     greedy = settings is None or settings.sampling.greedy
     if greedy:
         low, high = st.slider("τ range (nats below the target's best token)", 0.0, 3.0, (0.0, 3.0), 0.1, key="tol-tau")
@@ -37,9 +38,9 @@ with st.sidebar:
     steps = st.slider("Tolerance values in the range", 2, 8, 4, key="tol-steps")
 values = sorted({round(float(x), 3) for x in np.linspace(low, high, steps)}, reverse=not greedy)  # tight → loose
 
-prompt = ui.prompt_picker("tol")
+prompt = controls.prompt_picker("tol")
 category = st.session_state.get("tol-cat", "chat")
-others = [row["prompt"] for row in ui.presets()[category] if row["prompt"] != prompt]
+others = [row["prompt"] for row in controls.presets()[category] if row["prompt"] != prompt]
 st.session_state["tol-extra"] = min(st.session_state.get("tol-extra", 0), len(others))  # a link, or a smaller workload
 extra = st.number_input(f"Also average over this many other {category} presets", 0, len(others), 0, key="tol-extra")
 links.share(LINK)
@@ -52,9 +53,9 @@ st.caption(f"{len(values) + 1} runs of {len(prompts)} prompt(s) after one baseli
            + ". Leaving the page or changing a control stops the sweep; the points done are kept.")
 if st.button("Run sweep", type="primary", key="tol-run", disabled=settings is None):
     state.pop("tol-sweep", None)
-    with ui.error_box("run the sweep"), ui.exclusive():
-        model = ui.get_target(target)
-        make = lambda: build_drafter(draft, model, ui.loader())  # noqa: E731 — a fresh drafter per run
+    with controls.error_box("run the sweep"), controls.exclusive():
+        model = controls.get_target(target)
+        make = lambda: build_drafter(draft, model, controls.loader())  # noqa: E731 — a fresh drafter per run
         make()  # refuse an unknown or incompatible draft before timing anything
         progress = st.progress(0.0, text="Measuring the target alone, then exact verification…")
 
@@ -116,7 +117,7 @@ tradeoff()
 st.dataframe(theory_charts.sweep_table(sweep), hide_index=True)
 
 st.subheader(f"Exact vs the loosest rule ({loosest.label}), first prompt")
-ui.legend()
+controls.legend()
 exact_col, loose_col = st.columns(2)
 exact_col.caption(f"exact · α = {first.acceptance_rate:.2f}")
 exact_col.html(tokens.output_html(first))
@@ -124,4 +125,4 @@ loose_run = loosest.comparisons[0].spec
 loose_col.caption(f"{loosest.label} · α = {loose_run.acceptance_rate:.2f} · "
                   f"{quality.token_agreement(loose_run.output_ids, first.output_ids):.0%} token agreement with exact")
 loose_col.html(tokens.output_html(loose_run))
-ui.export_buttons(sweep.comparisons(), "tolerance")
+controls.export_buttons(sweep.comparisons(), "tolerance")

@@ -2,15 +2,17 @@
 
 import streamlit as st
 
-from specviz import links, theory, tree_cost, ui_room
-from specviz.views import theory_charts
+from specviz.app import links, room
+from specviz import theory
+from specviz.lab import verify_cost
+from specviz.app.views import theory_charts
 
 st.set_page_config(page_title="Theory · SpecViz", page_icon="🔎", layout="wide")
 st.title("Theory — what speedup to expect")
 st.write("If each drafted token is accepted with probability α, a round of γ drafts yields (1−α^(γ+1))/(1−α) tokens "
          "for γ·c + v target steps, so speedup rises with α, falls with the cost ratio c, and peaks at one best γ.")
 
-ui_room.room_bar(ui_room.page_id(__file__))
+room.room_bar(room.page_id(__file__))
 LINK = [links.Param("theory-alpha", "alpha", float, limits=(0, 0.99)), links.Param("theory-gamma", "gamma", int, limits=(1, 16)),
         links.Param("theory-c", "c", float, limits=(0, 1)), links.Param("theory-v", "v", float, limits=(0.5, 3))]
 links.restore(LINK)
@@ -86,7 +88,7 @@ st.write("A tree drafts several candidates where the draft is unsure, and the ta
          "forward. If the draft's rank-r choice matches the target with chance a_r, a node is kept with the product "
          "of a_rank along its path, and a round yields 1 + the sum of those products. A chain is the tree with "
          "rank 0 only (a_0 = α). What a tree gains must outgrow v(N), the cost of that wider forward, measured here.")
-cost = tree_cost.load_verify_cost()
+cost = verify_cost.load_verify_cost()
 if cost is None:
     st.info("No v(N) measurement is shipped; make one with `python -m specviz verify-cost --out "
             "assets/trees/verify_cost.json`.")

@@ -4,13 +4,13 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from specviz import links, ui, ui_room
-from specviz.training import distill, head
+from specviz.app import links, controls, room
+from specviz.training import distill, train_head
 from specviz.config import Decoding
 from specviz.models import cache_dir, draft_folders, user_drafts_dir
 
 st.set_page_config(page_title="Distil · SpecViz", page_icon="🔎", layout="wide")
-ui.page_intro(
+controls.page_intro(
     "Distil a draft — make the target's own small sibling",
     "A draft pays off only if it is far cheaper than the target and still guesses its next tokens. Here the "
     "target answers the training prompts; either a tiny model with its tokenizer learns to imitate those answers "
@@ -18,8 +18,8 @@ ui.page_intro(
     "from its current one (EAGLE-style: it reads what the target already computed). The result is raced against the "
     "shipped drafts.",
 )
-ui_room.room_bar(ui_room.page_id(__file__))
-if ui_room.locked():
+room.room_bar(room.page_id(__file__))
+if room.locked():
     st.error("In this room distillation is the presenter's: training a draft takes the server's CPU for minutes, "
              "and every measured run in the room would wait behind it. The drafts it makes appear in your pickers.",
              icon="🔒")
@@ -68,16 +68,16 @@ def on_step_of(losses: list[dict], bar, curve):
 
 
 if kind == "draft head" and st.button(f"Distil {name}", type="primary", key="ds-run"):
-    cfg = head.HeadConfig(name=name, steps=steps, samples=samples, max_prompts=per_category, max_new_tokens=answer_tokens,
+    cfg = train_head.HeadConfig(name=name, steps=steps, samples=samples, max_prompts=per_category, max_new_tokens=answer_tokens,
                           document_tokens=documents, warmup=min(100, max(1, steps // 10)),
                           out=str(user_drafts_dir() / name), work=str(cache_dir() / "heads"))
     losses: list[dict] = []
     state["ds-result"] = {"name": name, "losses": losses, "evaluation": None}
-    with ui.error_box("train the head"), ui.exclusive():
-        target = ui.get_target(cfg.target)
+    with controls.error_box("train the head"), controls.exclusive():
+        target = controls.get_target(cfg.target)
         with st.status("The target answers the training prompts and reads the documents…") as status:
             bar, curve = st.progress(0.0, text="Training…"), st.empty()
-            folder = head.train_head(cfg, target, progress=False, say=status.write,
+            folder = train_head.train_head(cfg, target, progress=False, say=status.write,
                                      on_step=on_step_of(losses, bar, curve))
             status.update(label=f"Trained {name}", state="complete")
         rivals = ["ngram"] + [f for kind_, f in draft_folders() if kind_ == "shipped draft"]
@@ -92,8 +92,8 @@ elif kind != "draft head" and st.button(f"Distil {name}", type="primary", key="d
                                 work=str(work))
     losses: list[dict] = []
     state["ds-result"] = {"name": name, "losses": losses, "evaluation": None}
-    with ui.error_box("distil the draft"), ui.exclusive():
-        target = ui.get_target(cfg.target)
+    with controls.error_box("distil the draft"), controls.exclusive():
+        target = controls.get_target(cfg.target)
         with st.status("The target answers the training prompts…") as status:
             data = distill.generate_data(target, cfg, prompts=distill.train_prompts(per_category), progress=False)
             status.update(label=f"Data: {len(data.sequences)} answers, {data.answer_tokens:,} tokens", state="complete")

@@ -2,19 +2,19 @@
 
 import streamlit as st
 
-from specviz import ui, ui_room
+from specviz.app import controls, room
 from specviz.engine import results
-from specviz.views import serving_charts
+from specviz.app.views import serving_charts
 
 st.set_page_config(page_title="Serving · SpecViz", page_icon="🔎", layout="wide")
-ui.page_intro(
+controls.page_intro(
     "Serving — speculative decoding on a vLLM server",
     "A serving engine batches many requests into each forward. Alone, a request leaves the GPU mostly idle, so "
     "verifying γ extra tokens is nearly free; with many requests in flight every extra token costs compute, so the "
     "gain from speculation shrinks as load grows. Results of `python -m specviz engine-bench` appear here beside "
     "lab runs of the same draft and prompts, with the same definitions of α and tokens per round.",
 )
-ui_room.room_bar(ui_room.page_id(__file__))  # reads files only, reaches no server: open to learners too
+room.room_bar(room.page_id(__file__))  # reads files only, reaches no server: open to learners too
 
 left, right = st.columns(2)
 engine_file = left.file_uploader("Engine run: an engine-bench JSONL (empty = the shipped example)", type=["jsonl"],
@@ -23,22 +23,22 @@ lab_file = right.file_uploader("Lab run: a `python -m specviz bench --out` JSONL
                                type=["jsonl"], key="serving-lab")
 
 engine_rows = lab_rows = None
-with ui.error_box("load the engine run"):
+with controls.error_box("load the engine run"):
     engine_rows = results.load_engine(engine_file.getvalue() if engine_file else results.EXAMPLE_ENGINE.read_bytes())
-with ui.error_box("load the lab run"):
+with controls.error_box("load the lab run"):
     lab_rows = results.load_lab(lab_file.getvalue() if lab_file else results.EXAMPLE_LAB.read_bytes())
 if engine_rows is None:
     st.stop()
 
 st.caption(("Shipped example: " if engine_file is None else "") + results.run_caption(engine_rows))
 engine = lab = None
-with ui.error_box("read the engine run's acceptance"):
+with controls.error_box("read the engine run's acceptance"):
     engine = results.engine_acceptance(engine_rows)
 if lab_rows:
     drafts = results.lab_drafts(lab_rows)
     draft = st.selectbox("Lab draft to compare", drafts, key="serving-draft",
                          index=drafts.index(engine.draft) if engine and engine.draft in drafts else 0)
-    with ui.error_box("read the lab run"):
+    with controls.error_box("read the lab run"):
         lab = results.lab_acceptance(lab_rows, draft, engine_rows[0].get("prompt_ids"))
 
 if engine is not None:

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anyw
 from specviz.config import Decoding, Sampling
 from specviz.decode import generate
 from specviz.drafters import build_drafter
-from specviz.measure import rss_mb
+from specviz.lab.measure import rss_mb
 from specviz.models import load_model
 
 PROMPT = "Explain in two sentences why the sky is blue."

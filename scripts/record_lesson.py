@@ -23,27 +23,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from specviz import lesson_runs  # noqa: E402
-from specviz.distribution import LabSetup  # noqa: E402
+from specviz.lesson import recordings  # noqa: E402
+from specviz.lab.same_distribution import LabSetup  # noqa: E402
 from specviz.errors import SpecVizError  # noqa: E402
 from specviz.models import DEFAULT_TARGET, load_model  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--drafts", nargs="+", default=list(lesson_runs.DEFAULT_DRAFTS))
-    parser.add_argument("--sample-draft", default=lesson_runs.SAMPLE_DRAFT, help="a model draft (with a real q) for "
+    parser.add_argument("--drafts", nargs="+", default=list(recordings.DEFAULT_DRAFTS))
+    parser.add_argument("--sample-draft", default=recordings.SAMPLE_DRAFT, help="a model draft (with a real q) for "
                         "the sampling step")
     parser.add_argument("--lab-samples", type=int, default=LabSetup.samples)
     parser.add_argument("--lab-draft", default=LabSetup.draft)
     parser.add_argument("--keep-lab", action="store_true", help="keep the distribution lab already in --out when it was "
                         "made with the same settings (its draws do not depend on timings; it is most of the recording time)")
-    parser.add_argument("--only", nargs="+", choices=lesson_runs.GROUPS, help="make only these groups of runs again and "
+    parser.add_argument("--only", nargs="+", choices=recordings.GROUPS, help="make only these groups of runs again and "
                         "keep the rest of the recording in --out (with its own provenance)")
     parser.add_argument("--repeats", type=int, default=1, help="time each run N times and keep the median")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default); 1 keeps a busy "
                         "shared CPU from spin-waiting")
-    parser.add_argument("--out", type=Path, default=lesson_runs.LESSON_DIR)
+    parser.add_argument("--out", type=Path, default=recordings.LESSON_DIR)
     args = parser.parse_args(argv)
     try:
         if args.threads < 0:
@@ -54,27 +54,27 @@ def main(argv: list[str] | None = None) -> int:
             raise SpecVizError("--lab-samples must be at least 20 and --repeats at least 1")
         load = functools.lru_cache(maxsize=None)(load_model)  # each draft loaded once
         target = load(DEFAULT_TARGET)
-        recipes = lesson_runs.recipes(args.drafts, args.sample_draft)
-        old = lesson_runs.load(args.out) if args.only else None
+        recipes = recordings.recipes(args.drafts, args.sample_draft)
+        old = recordings.load(args.out) if args.only else None
         if args.only:
             recipes = [r for r in recipes if r.group in args.only]
         lab_setup = replace(LabSetup(), samples=args.lab_samples, draft=args.lab_draft)
         started = time.perf_counter()
-        runs = lesson_runs.record_runs(target, recipes, load, args.repeats,
+        runs = recordings.record_runs(target, recipes, load, args.repeats,
                                        on_run=lambda r, i, n: print(f"[{i}/{n}] {r.name}: {r.draft}", flush=True))
-        kept = old.lab if old else (lesson_runs.kept_lab(args.out, lab_setup) if args.keep_lab else None)
-        lab = kept or lesson_runs.record_lab(target, lab_setup, load,
+        kept = old.lab if old else (recordings.kept_lab(args.out, lab_setup) if args.keep_lab else None)
+        lab = kept or recordings.record_lab(target, lab_setup, load,
                                              on_run=lambda i, n: i % 100 == 0 and print(f"lab {i}/{n}", flush=True))
         seconds = time.perf_counter() - started
     except SpecVizError as exc:
         print(f"record_lesson: {exc}", file=sys.stderr)
         return 2
     command = "python scripts/record_lesson.py " + shlex.join(sys.argv[1:] if argv is None else argv)
-    info = lesson_runs.manifest(recipes, lab_setup, command.strip(), args.drafts, args.repeats, seconds,
-                                lab_made=lesson_runs.lab_made(args.out) if kept else None)
+    info = recordings.manifest(recipes, lab_setup, command.strip(), args.drafts, args.repeats, seconds,
+                                lab_made=recordings.lab_made(args.out) if kept else None)
     if old:
-        runs, info = lesson_runs.merge(old, runs, info)
-    lesson_runs.save(args.out, runs, lab, info)
+        runs, info = recordings.merge(old, runs, info)
+    recordings.save(args.out, runs, lab, info)
     size = sum(f.stat().st_size for f in args.out.iterdir()) / 1024
     print(f"wrote {args.out} ({size:.0f} KB) in {seconds:.0f} s")
     return 0

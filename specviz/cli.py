@@ -19,9 +19,9 @@ import torch
 from .config import TREE_MODES, Decoding, Sampling, TreeShape, Verification
 from .drafters import build_drafter
 from .errors import OUT_OF_MEMORY, ConfigError, SpecVizError
-from .measure import WARMUP_TOKENS, compare, machine, timed, warm_up
+from .lab.measure import WARMUP_TOKENS, compare, machine, timed, warm_up
 from .models import DEFAULT_TARGET, available_models, load_model
-from .peer import has_equivalent, hf_generate
+from .lab.peer import has_equivalent, hf_generate
 from .prompts import check_prompt, first_per_category, load_prompt_set, read_jsonl
 from .records import ACCEPTED, BONUS, REJECTED, RESAMPLED, TARGET, Comparison
 
@@ -412,7 +412,7 @@ def cmd_engine_bench(args) -> int:
 
 
 def cmd_verify_cost(args) -> int:
-    from .tree_cost import measure_verify_cost, save_verify_cost
+    from .lab.verify_cost import measure_verify_cost, save_verify_cost
 
     target = load_model(args.target, args.device, args.dtype, progress=lambda m: print(m, file=sys.stderr))
     cost = measure_verify_cost(target, args.max_nodes, args.context, args.repeats)

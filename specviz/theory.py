@@ -39,7 +39,7 @@ def alpha_from_mean_tokens(mean_tokens: float, gamma: float) -> float:
 
 
 # --- token trees -------------------------------------------------------------------------------
-# A tree of N nodes is verified in one forward costing v(N) target steps (measured: specviz.tree_cost).
+# A tree of N nodes is verified in one forward costing v(N) target steps (measured: specviz.lab.verify_cost).
 # If the draft's rank-r choice at a node matches the target with probability a_r (ranks exclude each
 # other, so the a_r add up to at most 1), a node is reached and kept with the product of a_rank along
 # its path, and a round yields 1 + the sum of those products. A chain is the tree with rank 0 only:

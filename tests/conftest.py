@@ -143,9 +143,9 @@ def tiny_head_dir(target, tmp_path_factory):
     """A draft head for the tiny target, trained here in seconds on the target's own greedy text."""
     from collections import Counter
 
-    from specviz.heads import save_head
+    from specviz.drafters.head_net import save_head
     from specviz.training.features import Features, hidden_states
-    from specviz.training.head import HeadConfig, HeadData, draft_vocabulary, info_for, train
+    from specviz.training.train_head import HeadConfig, HeadData, draft_vocabulary, info_for, train
     from specviz.training.texts import Text
 
     before = torch.get_num_threads()

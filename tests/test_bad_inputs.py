@@ -28,7 +28,8 @@ from tiny import (
 )
 from transformers import BertConfig, BertForMaskedLM, LlamaModel
 
-from specviz import config, ui
+from specviz import config
+from specviz.app import controls
 from specviz.cli import main
 from specviz.models import load_model
 

@@ -6,11 +6,12 @@ import sys
 
 import pytest
 
-from specviz import distribution, lesson, lesson_runs
-from specviz.distribution import EXACT, RELAXED, TARGET
+from specviz.lab import same_distribution
+from specviz.lesson import steps, recordings
+from specviz.lab.same_distribution import EXACT, RELAXED, TARGET
 from specviz.records import Comparison
 
-REC = lesson_runs.load()
+REC = recordings.load()
 
 
 def test_every_recipe_is_recorded_and_says_how_it_was_made():
@@ -20,74 +21,74 @@ def test_every_recipe_is_recorded_and_says_how_it_was_made():
     for name, made in info["runs"].items():
         run = REC.runs[name].spec
         assert run.settings == made["settings"], name
-        assert run.prompt == lesson_runs.prompt_text(made["prompt_id"]), name
+        assert run.prompt == recordings.prompt_text(made["prompt_id"]), name
         assert isinstance(REC.runs[name], Comparison)
     assert REC.lab.setup == info["lab"]
-    size = sum(p.stat().st_size for p in lesson_runs.LESSON_DIR.iterdir())
+    size = sum(p.stat().st_size for p in recordings.LESSON_DIR.iterdir())
     assert size < 600_000, f"the lesson's recordings take {size / 1000:.0f} KB; keep them to a few hundred"
 
 
 def test_the_recorded_runs_are_what_each_step_needs():
     main = REC.runs["main"]
     assert main.identical and main.spec.drafted > 0
-    assert lesson.keep_round(main.spec).n_accepted < len(lesson.keep_round(main.spec).drafted)
-    assert lesson.fail_round(main.spec).rejected_position is not None
-    bonus = lesson.bonus_round(main.spec)
+    assert steps.keep_round(main.spec).n_accepted < len(steps.keep_round(main.spec).drafted)
+    assert steps.fail_round(main.spec).rejected_position is not None
+    bonus = steps.bonus_round(main.spec)
     assert bonus.n_accepted == len(bonus.drafted) and bonus.next_kind == "bonus"
-    assert lesson.sampling_pick(REC.runs["sampled"].spec) is not None
-    for group in (lesson_runs.DRAFTS, lesson_runs.GAMMA, lesson_runs.RELAXED, lesson_runs.FASTER):
+    assert steps.sampling_pick(REC.runs["sampled"].spec) is not None
+    for group in (recordings.DRAFTS, recordings.GAMMA, recordings.RELAXED, recordings.FASTER):
         assert len(REC.group(group)) >= 2, group
-    assert all(c.identical for c in REC.group(lesson_runs.GAMMA).values())  # exact greedy: the target's own text
+    assert all(c.identical for c in REC.group(recordings.GAMMA).values())  # exact greedy: the target's own text
 
 
 def test_questions_answer_with_what_the_record_says():
     run = REC.runs["main"].spec
-    q = lesson.keep_question(run, "rec")
-    r = lesson.keep_round(run)
+    q = steps.keep_question(run, "rec")
+    r = steps.keep_round(run)
     assert q.options[q.answer] == str(r.n_accepted)
-    q = lesson.fail_question(run, "rec")
-    assert q.answer == lesson.fail_round(run).rejected_position
-    q = lesson.worksheet_question(run, "rec")
+    q = steps.fail_question(run, "rec")
+    assert q.answer == steps.fail_round(run).rejected_position
+    q = steps.worksheet_question(run, "rec")
     assert float(q.options[q.answer]) == pytest.approx(run.accepted / run.drafted, abs=0.005)
-    q = lesson.bonus_question(run, "rec")
-    assert int(q.options[q.answer]) == len(lesson.bonus_round(run).drafted) + 1
+    q = steps.bonus_question(run, "rec")
+    assert int(q.options[q.answer]) == len(steps.bonus_round(run).drafted) + 1
     sampled = REC.runs["sampled"].spec
-    q = lesson.sampling_question(sampled, "rec")
-    r, i = lesson.sampling_pick(sampled)
+    q = steps.sampling_question(sampled, "rec")
+    r, i = steps.sampling_pick(sampled)
     assert float(q.options[q.answer]) == pytest.approx(min(1, r.p[i] / r.q[i]), abs=0.005)
     assert len(set(q.options)) == len(q.options)
-    drafts = REC.group(lesson_runs.DRAFTS)
-    q = lesson.cost_question(drafts, "rec")
-    assert q.answer == lesson.direction(drafts["drafts:target"].speedup)
-    q = lesson.gamma_question(REC.group(lesson_runs.GAMMA), "rec")
-    assert q.options[q.answer] == "γ = " + max(REC.group(lesson_runs.GAMMA).items(), key=lambda kv: kv[1].speedup)[0][6:]
+    drafts = REC.group(recordings.DRAFTS)
+    q = steps.cost_question(drafts, "rec")
+    assert q.answer == steps.direction(drafts["drafts:target"].speedup)
+    q = steps.gamma_question(REC.group(recordings.GAMMA), "rec")
+    assert q.options[q.answer] == "γ = " + max(REC.group(recordings.GAMMA).items(), key=lambda kv: kv[1].speedup)[0][6:]
 
 
 def test_score_counts_each_question_once():
-    score = lesson.Score({})
-    q = lesson.Question("x", "?", ("a", "b"), 1, "")
+    score = steps.Score({})
+    q = steps.Question("x", "?", ("a", "b"), 1, "")
     assert score.text() == "Score: no predictions yet"
     assert score.submit(q, 1) and score.submit(q, 0)  # a second answer does not change the first
-    assert not score.submit(lesson.Question("y", "?", ("a", "b"), 1, ""), 0)
+    assert not score.submit(steps.Question("y", "?", ("a", "b"), 1, ""), 0)
     assert (score.right, score.asked, score.text()) == (1, 2, "Score: 1 / 2")
 
 
-@pytest.mark.parametrize("value, expected", [("5", 5), (" 3 ", 3), ("0", 1), ("99", len(lesson.STEPS)), ("x", 1), (None, 1)])
+@pytest.mark.parametrize("value, expected", [("5", 5), (" 3 ", 3), ("0", 1), ("99", len(steps.STEPS)), ("x", 1), (None, 1)])
 def test_step_links_are_clamped(value, expected):
-    assert lesson.step_index(value) == expected
+    assert steps.step_index(value) == expected
 
 
 def test_tv_and_its_noise_band():
-    assert distribution.tv([1, 2, 3], [3, 2, 1]) == 0
-    assert distribution.tv([1, 1], [2, 2]) == 1
-    assert distribution.tv([1, 1, 2, 2], [1, 1, 1, 2]) == pytest.approx(0.25)
+    assert same_distribution.tv([1, 2, 3], [3, 2, 1]) == 0
+    assert same_distribution.tv([1, 1], [2, 2]) == 1
+    assert same_distribution.tv([1, 1, 2, 2], [1, 1, 1, 2]) == pytest.approx(0.25)
     ref = [0] * 50 + [1] * 30 + [2] * 20
-    small, large = distribution.noise_band(ref, 100), distribution.noise_band(ref * 16, 1600)
+    small, large = same_distribution.noise_band(ref, 100), same_distribution.noise_band(ref * 16, 1600)
     assert 0 < large < small < 0.5  # more samples, less noise
 
 
 def test_recorded_lab_exact_within_the_noise_relaxed_above():
-    verdict = distribution.verdict(REC.lab)
+    verdict = same_distribution.verdict(REC.lab)
     n = REC.lab.setup["samples"]
     assert all(len(REC.lab.first_tokens[s]) == n for s in (TARGET, EXACT, RELAXED))
     assert verdict.within(EXACT), verdict
@@ -97,11 +98,11 @@ def test_recorded_lab_exact_within_the_noise_relaxed_above():
 
 def test_missing_recordings_say_how_to_make_them(tmp_path):
     with pytest.raises(Exception, match="record_lesson.py"):
-        lesson_runs.load(tmp_path)
+        recordings.load(tmp_path)
 
 
 def test_record_script_refuses_bad_arguments_with_one_line():
     done = subprocess.run([sys.executable, "scripts/record_lesson.py", "--lab-samples", "5"], capture_output=True,
-                          text=True, cwd=lesson_runs.LESSON_DIR.parents[1], timeout=120)
+                          text=True, cwd=recordings.LESSON_DIR.parents[1], timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == ["record_lesson: --lab-samples must be at least 20 and --repeats at least 1"]

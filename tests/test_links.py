@@ -3,7 +3,7 @@
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz.links import Param, decode, encode
+from specviz.app.links import Param, decode, encode
 
 
 @pytest.mark.parametrize("param, value", [

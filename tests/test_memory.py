@@ -15,7 +15,7 @@ import pytest
 
 from specviz.config import Decoding, Sampling
 from specviz.decode import generate
-from specviz.measure import rss_mb
+from specviz.lab.measure import rss_mb
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz import sweeps
+from specviz.lab import sweeps
 from specviz.config import Decoding
 from specviz.errors import ConfigError
 from specviz.prompts import load_prompt_set

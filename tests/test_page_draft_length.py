@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz import sweeps, theory
+from specviz.lab import sweeps
+from specviz import theory
 from specviz.config import Decoding
 from specviz.errors import SpecVizError
 from specviz.prompts import load_prompt_set

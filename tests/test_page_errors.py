@@ -4,7 +4,7 @@ import pytest
 
 from specviz.cli import main
 from specviz.errors import SpecVizError
-from specviz.ui import load_export
+from specviz.app.controls import load_export
 
 
 def _one_line_error(capsys, argv) -> str:

@@ -3,14 +3,15 @@
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz import lesson, lesson_runs, ui, ui_replay
+from specviz.lesson import steps, recordings
+from specviz.app import controls, replay
 from specviz.config import Decoding
 
 
 @pytest.fixture
 def no_model(monkeypatch):
     """Any model load fails loudly: the lesson must render from its recordings alone."""
-    ui.cached_model.clear()
+    controls.cached_model.clear()
 
     def refuse(*args, **kwargs):
         raise AssertionError("the lesson loaded a model")
@@ -31,17 +32,17 @@ def progress_text(at) -> str:
 
 def test_every_step_renders_from_the_recordings_without_a_model(no_model):
     at = lesson_page()
-    for n, step in enumerate(lesson.STEPS, start=1):
+    for n, step in enumerate(steps.STEPS, start=1):
         assert not at.exception, f"step {n}: {at.exception}"
         assert not at.error, f"step {n}: {[e.value for e in at.error]}"
         assert at.header[0].value == f"{n}. {step.title}"
-        assert progress_text(at).startswith(f"Step {n} of {len(lesson.STEPS)}")
+        assert progress_text(at).startswith(f"Step {n} of {len(steps.STEPS)}")
         assert at.query_params["step"] == str(n)
-        if n < len(lesson.STEPS):
+        if n < len(steps.STEPS):
             at.button(key="lesson-next").click().run()
     assert at.button(key="lesson-next").disabled
     at.button(key="lesson-back").click().run()
-    assert at.header[0].value.startswith(f"{len(lesson.STEPS) - 1}.")
+    assert at.header[0].value.startswith(f"{len(steps.STEPS) - 1}.")
 
 
 def verdicts(at) -> list[str]:
@@ -61,8 +62,8 @@ def test_a_prediction_hides_the_verdict_until_submitted_then_scores_it(no_model)
     assert at.button(key="lesson-submit-2").disabled
     assert not verified_round_shown(at)
 
-    run = lesson_runs.load().runs["main"].spec  # the recording the page shows
-    right = str(lesson.keep_round(run).n_accepted)
+    run = recordings.load().runs["main"].spec  # the recording the page shows
+    right = str(steps.keep_round(run).n_accepted)
     radio.set_value(right).run()
     assert verdicts(at) == []  # picking is not submitting
     at.button(key="lesson-submit-2").click().run()
@@ -71,7 +72,7 @@ def test_a_prediction_hides_the_verdict_until_submitted_then_scores_it(no_model)
     assert "Score: 1 / 1" in progress_text(at)
 
     at.button(key="lesson-next").click().run()  # step 3: which draft fails first? Answer wrongly.
-    question = lesson.fail_question(run, "rec")
+    question = steps.fail_question(run, "rec")
     wrong = next(o for i, o in enumerate(question.options) if i != question.answer)
     assert verdicts(at) == []
     at.radio[0].set_value(wrong).run()
@@ -82,7 +83,7 @@ def test_a_prediction_hides_the_verdict_until_submitted_then_scores_it(no_model)
 
 def test_a_link_opens_its_step_and_bad_links_fall_back(no_model):
     at = lesson_page(step=12)
-    assert at.header[0].value == f"12. {lesson.STEPS[11].title}"
+    assert at.header[0].value == f"12. {steps.STEPS[11].title}"
     assert not at.exception and not at.error
     at = lesson_page(step="banana")
     assert at.header[0].value.startswith("1.")
@@ -99,9 +100,9 @@ def test_the_distribution_lab_reveals_tv_beside_its_noise_band(no_model):
 
 def test_rounds_auto_replay_plays_and_pauses(monkeypatch):
     clock = [1000.0]  # the replay's clock, moved by hand: a busy CPU must not decide the outcome
-    monkeypatch.setattr(ui_replay, "_now", lambda: clock[0])
+    monkeypatch.setattr(replay, "_now", lambda: clock[0])
     at = AppTest.from_file("../pages/1_Rounds.py", default_timeout=60).run()  # the recorded demo: no model
-    n = len(ui.load_demo().spec.rounds)
+    n = len(controls.load_demo().spec.rounds)
     assert at.session_state["rounds-step"] == n and at.button(key="rounds-play").label == "Play"
     at.select_slider(key="rounds-speed").set_value("4×").run()  # 0.25 s a round
     at.button(key="rounds-play").click().run()
@@ -124,7 +125,7 @@ def test_rounds_auto_replay_plays_and_pauses(monkeypatch):
 @pytest.mark.slow
 def test_run_it_live_replaces_the_recording_for_this_session():
     at = lesson_page(step=2)
-    recorded = lesson_runs.load().runs["main"]
+    recorded = recordings.load().runs["main"]
     question_before = at.radio[0].key
     at.button(key="lesson-live-main-2").click().run(timeout=600)
     assert not at.exception and not at.error
@@ -135,4 +136,4 @@ def test_run_it_live_replaces_the_recording_for_this_session():
     assert live.identical and live.spec.output_ids == recorded.spec.output_ids  # greedy, exact: the same text
     assert any("Run live on this machine" in c.value for c in at.caption)
     assert at.radio[0].key != question_before  # a fresh prediction on the live run
-    assert "default" in ui.loaded_models()
+    assert "default" in controls.loaded_models()

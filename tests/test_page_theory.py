@@ -150,7 +150,7 @@ def test_measured_runs_of_this_session_are_points_on_the_curve():
 
 
 def test_tree_section_draws_the_measured_verify_cost_and_chain_against_tree():
-    from specviz.tree_cost import load_verify_cost
+    from specviz.lab.verify_cost import load_verify_cost
 
     at = open_page()
     assert figure(at, "Verification cost v(N)")["data"][0]["y"] == load_verify_cost()["steps"]

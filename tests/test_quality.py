@@ -14,7 +14,7 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from specviz import quality
+from specviz.lab import quality
 from specviz.config import Decoding, Sampling
 from specviz.decode import generate
 from specviz.drafters import build_drafter

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from specviz.run_queue import RunQueue
+from specviz.app.run_queue import RunQueue
 
 
 class Clock:

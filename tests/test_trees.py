@@ -291,7 +291,7 @@ def test_tree_theory_from_a_runs_own_rank_acceptance_matches_its_tokens_per_roun
 
 # --- the lab pages compare a chain with a tree at the same tokens verified ------------------------
 def test_compare_drafts_with_a_tree_runs_each_draft_as_tree_and_as_chain_of_as_many_tokens(target, load):
-    from specviz import sweeps
+    from specviz.lab import sweeps
     from tiny import PROMPTS as TINY_PROMPTS
 
     settings = Decoding(gamma=3, max_new_tokens=10, tree=TreeShape(budget=5))
@@ -307,7 +307,7 @@ def test_compare_drafts_with_a_tree_runs_each_draft_as_tree_and_as_chain_of_as_m
 
 
 def test_draft_length_sweep_with_trees_measures_a_tree_at_each_gamma(target, load):
-    from specviz import sweeps
+    from specviz.lab import sweeps
     from tiny import PROMPTS as TINY_PROMPTS
 
     points = sweeps.gamma_sweep(target, "tiny-padded", [TINY_PROMPTS[0]], [2, 4], Decoding(max_new_tokens=12), load=load,

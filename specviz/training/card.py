@@ -62,7 +62,7 @@ def evaluation_section(evaluation: dict) -> list[str]:
         "## On the EVAL prompts (never trained on)",
         "",
         f"{mode}, γ = {st['gamma']}, {st['max_new_tokens']} new tokens, exact verification, on "
-        f"{evaluation.get('device', 'cpu')} ({evaluation.get('threads', '?')} torch threads); measured by `specviz.measure.compare` against the target alone, "
+        f"{evaluation.get('device', 'cpu')} ({evaluation.get('threads', '?')} torch threads); measured by `specviz.lab.measure.compare` against the target alone, "
         "means over prompts (α = accepted / drafted; c = draft seconds per drafted token / target seconds per "
         "decoding step).",
         "",
@@ -105,7 +105,7 @@ def write_card(run_dir: Path, out_dir: Path) -> Path:
 
 
 def head_card(info, evaluation: dict | None, command: str, name: str) -> str:
-    """README.md of a draft head (specviz.heads): shape, draft vocabulary and coverage, data, training, EVAL figures."""
+    """README.md of a draft head (specviz.drafters.head_net): shape, draft vocabulary and coverage, data, training, EVAL figures."""
     tr, data, s = info.trained, info.trained["data"], info.shape
     cfg = {**tr["config"], "name": name}
     a, w, d = data["answers"], data["written"], data["documents"]

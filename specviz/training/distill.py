@@ -335,7 +335,7 @@ def evaluate_drafts(cfgs: list[DistillConfig], target: LoadedModel, per_category
 
 # --- the subcommand ------------------------------------------------------------------------------
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from .head import add_head_arguments
+    from .train_head import add_head_arguments
 
     d = DistillConfig()
     p.add_argument("--kind", choices=("draft", "head"), default="draft",
@@ -399,7 +399,7 @@ def run(args) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.kind == "head":
-        from .head import run as run_head
+        from .train_head import run as run_head
 
         return run_head(args)
     cfg = config_from_args(args)

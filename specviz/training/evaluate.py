@@ -1,6 +1,6 @@
 """Step 4: how a trained draft does on the EVAL prompts (never trained on), against the target alone.
 
-α, mean accepted tokens, c and measured speedup per workload, by `specviz.measure.compare` (warmed
+α, mean accepted tokens, c and measured speedup per workload, by `specviz.lab.measure.compare` (warmed
 up, the same prompt and settings, device-synchronised), means over prompts as `specviz bench`
 reports them; acceptance by draft position, and the share of the target's tokens a draft
 vocabulary covers.
@@ -46,7 +46,7 @@ def measure_drafts(
     """
     from tqdm import tqdm
 
-    from ..measure import compare, timed, warm_up
+    from ..lab.measure import compare, timed, warm_up
 
     makers = {str(d): _maker(d, target) for d in drafts}
     baselines = {} if baselines is None else baselines

@@ -11,7 +11,7 @@ from playwright.sync_api import expect
 
 from browser_helpers import screenshot, wait_idle
 from conftest import ROOT, streamlit_server
-from specviz import lesson, lesson_runs
+from specviz.lesson import steps, recordings
 
 DOCS = ROOT / "docs" / "screenshots"
 
@@ -23,7 +23,7 @@ def lesson_url():
 
 
 def header(page, n: int):
-    return page.get_by_role("heading", name=f"{n}. {lesson.STEPS[n - 1].title}")
+    return page.get_by_role("heading", name=f"{n}. {steps.STEPS[n - 1].title}")
 
 
 def check_step(page, n: int) -> None:
@@ -31,7 +31,7 @@ def check_step(page, n: int) -> None:
     wait_idle(page)
     assert page.locator('[data-testid="stException"]').count() == 0, f"step {n}"
     expect(page.get_by_text("Models loaded in this app: none")).to_be_visible()
-    expect(page.locator('[data-testid="stProgress"]')).to_contain_text(f"Step {n} of {len(lesson.STEPS)}")
+    expect(page.locator('[data-testid="stProgress"]')).to_contain_text(f"Step {n} of {len(steps.STEPS)}")
 
 
 def keep(page, name: str) -> None:
@@ -43,8 +43,8 @@ def keep(page, name: str) -> None:
 def test_walk_the_lesson_with_the_keyboard(page, lesson_url, browser):
     page.goto(lesson_url, timeout=180_000)  # a busy shared CPU can hold the first load a while
     wait_idle(page)
-    run = lesson_runs.load().runs["main"].spec
-    for n in range(1, len(lesson.STEPS) + 1):
+    run = recordings.load().runs["main"].spec
+    for n in range(1, len(steps.STEPS) + 1):
         check_step(page, n)
         assert f"step={n}" in page.url  # the address bar holds the step's link
 
@@ -55,7 +55,7 @@ def test_walk_the_lesson_with_the_keyboard(page, lesson_url, browser):
             expect(page.get_by_text("Not quite: ")).to_have_count(0)
             verified = page.get_by_text("after the target's one forward pass")
             expect(verified).to_have_count(0)
-            right = str(lesson.keep_round(run).n_accepted)
+            right = str(steps.keep_round(run).n_accepted)
             box.get_by_role("radiogroup").get_by_text(right, exact=True).click()
             wait_idle(page)
             expect(page.get_by_text("Right: ")).to_have_count(0)

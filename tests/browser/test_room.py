@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 
 from browser_helpers import choose, screenshot, slider, type_number, wait_idle
 from conftest import ROOT, serve
-from specviz import lesson
+from specviz.lesson import steps
 
 KEY = "teacher-7f3a"
 DOCS = ROOT / "docs" / "screenshots"
@@ -159,7 +159,7 @@ def test_followers_see_the_presenter_s_step_within_2_s_and_can_rejoin(browser, r
 
 
 def lesson_header(page, n: int):
-    return page.get_by_role("heading", name=f"{n}. {lesson.STEPS[n - 1].title}")
+    return page.get_by_role("heading", name=f"{n}. {steps.STEPS[n - 1].title}")
 
 
 def test_followers_see_the_presenter_s_lesson_step_within_2_s(browser, room_url):

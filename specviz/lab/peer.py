@@ -13,11 +13,11 @@ import copy
 
 import torch
 
-from .config import Decoding
-from .decode import Clock
-from .drafters import Drafter, ModelDrafter, NgramDrafter, NoDrafter
-from .models import LoadedModel
-from .prompts import encode
+from ..config import Decoding
+from ..decode import Clock
+from ..drafters import Drafter, ModelDrafter, NgramDrafter, NoDrafter
+from ..models import LoadedModel
+from ..prompts import encode
 
 
 @contextlib.contextmanager

@@ -1,7 +1,7 @@
 """The Streamlit side of the lesson: the current step, navigation, predictions, live re-runs, each step's view.
 
 Every step renders at once from the recordings shipped in assets/lesson (no model is loaded); its
-"Run it live" button repeats the same runs on this machine through `ui.measured_run` and shows them
+"Run it live" button repeats the same runs on this machine through `controls.measured_run` and shows them
 instead, for this session. The step lives in one place, `current_step()` / `go_to()`, mirrored in
 the `?step=N` query parameter so every step has a link.
 """
@@ -13,12 +13,14 @@ from dataclasses import replace
 import pandas as pd
 import streamlit as st
 
-from . import distribution, lesson, lesson_runs, links, ui
-from .config import Decoding
-from .distribution import EXACT, RELAXED, LabRecord, LabSetup
-from .lesson import STEPS, Question, Score
-from .models import DEFAULT_TARGET
-from .records import Comparison, Round, Run
+from ..lab import same_distribution
+from ..lesson import steps, recordings
+from . import links, controls
+from ..config import Decoding
+from ..lab.same_distribution import EXACT, RELAXED, LabRecord, LabSetup
+from ..lesson.steps import STEPS, Question, Score
+from ..models import DEFAULT_TARGET
+from ..records import Comparison, Round, Run
 from .views import charts, lesson_charts, tokens
 
 STEP, LIVE, SCORE, SKIPPED = "lesson-step", "lesson-live", "lesson-score", "lesson-skipped"
@@ -29,13 +31,13 @@ LIVE_LAB_SAMPLES = 150  # per set when the lab is run live: about a minute on 2 
 def current_step() -> int:
     """The 1-based step shown: this session's, else the link's ?step=N, else 1."""
     if STEP not in st.session_state:
-        st.session_state[STEP] = lesson.step_index(st.query_params.get("step", 1))
+        st.session_state[STEP] = steps.step_index(st.query_params.get("step", 1))
     return st.session_state[STEP]
 
 
 def go_to(step) -> None:
     """Show step `step` (clamped to the lesson) and put it in the address bar."""
-    st.session_state[STEP] = lesson.step_index(step, default=current_step())
+    st.session_state[STEP] = steps.step_index(step, default=current_step())
     st.query_params["step"] = str(st.session_state[STEP])
 
 
@@ -56,7 +58,7 @@ def navigation() -> int:
                       on_click=go_to, args=(i,))
         links.link_box(restores="this step of the lesson")
         st.caption(f"Link to this step: `?step={n}` (the address bar always holds it)")
-        models = ui.loaded_models()
+        models = controls.loaded_models()
         st.caption(f"Models loaded in this app: **{', '.join(models) if models else 'none'}**",
                    help="Every step reads recordings; a model loads only when you press Run it live")
     return n
@@ -64,9 +66,9 @@ def navigation() -> int:
 
 # --- recordings and live runs -------------------------------------------------------------------------
 @st.cache_resource(show_spinner=False)
-def recording() -> lesson_runs.Recording:
+def recording() -> recordings.Recording:
     """The shipped recordings, loaded once per process and shared read-only."""
-    return lesson_runs.load()
+    return recordings.load()
 
 
 def _live() -> dict:
@@ -91,20 +93,20 @@ def live_button(group_name: str, what: str) -> None:
                      help="Repeats this step's runs on this machine and shows them instead of the recording"):
         return
     live = _live()
-    with ui.error_box("run it live"):
+    with controls.error_box("run it live"):
         if group_name == "lab":
             setup = replace(LabSetup(**recording().lab.setup), samples=LIVE_LAB_SAMPLES)
             bar = st.progress(0.0, text="Sampling…")
-            target = ui.get_target(DEFAULT_TARGET)
-            with ui.exclusive():
-                record = lesson_runs.record_lab(target, setup, ui.loader(),
+            target = controls.get_target(DEFAULT_TARGET)
+            with controls.exclusive():
+                record = recordings.record_lab(target, setup, controls.loader(),
                                                 on_run=lambda i, n: bar.progress(i / n, text=f"Sampling: {i} of {n} runs"))
             live["lab"] = record
         else:
             info = recording().manifest["runs"]
             for name, c in recording().group(group_name).items():
                 settings = Decoding.from_dict(info[name]["settings"])
-                live["runs"][name] = ui.measured_run(DEFAULT_TARGET, info[name]["draft"], c.spec.prompt, settings)
+                live["runs"][name] = controls.measured_run(DEFAULT_TARGET, info[name]["draft"], c.spec.prompt, settings)
         live["sources"][group_name] = f"live{len(live['sources']) + 1}-{id(live)}"
         st.rerun()
 
@@ -194,7 +196,7 @@ def _table(runs: dict[str, Comparison], label) -> None:
 
 
 def _main() -> tuple[Comparison, str]:
-    runs, source = group(lesson_runs.MAIN)
+    runs, source = group(recordings.MAIN)
     return runs["main"], source
 
 
@@ -214,48 +216,48 @@ def step_bottleneck() -> None:
                f"{base.prompt[:160]}…")
     st.markdown("Reading the prompt took **one** pass for all its tokens; writing takes one pass **per** token. "
                 "Speculative decoding makes the target check several tokens in one pass, the way it reads a prompt.")
-    provenance(source, lesson_runs.MAIN, f"target alone, {base.new_tokens} tokens")
-    live_button(lesson_runs.MAIN, "the target alone and the n-gram draft")
+    provenance(source, recordings.MAIN, f"target alone, {base.new_tokens} tokens")
+    live_button(recordings.MAIN, "the target alone and the n-gram draft")
 
 
 def step_draft_verify() -> None:
     main, source = _main()
     run = main.spec
-    r = lesson.keep_round(run)
+    r = steps.keep_round(run)
     st.markdown(f"Here the draft is **{run.draft}** (γ = {run.settings['gamma']}), the target SmolLM2-135M.")
     _context(run, r)
-    if predict(lesson.keep_question(run, source)):
+    if predict(steps.keep_question(run, source)):
         _verified(r)
         step_ms = 1000 * main.baseline.step_seconds
         st.markdown(f"Checking {len(r.drafted)} drafts (+1 position) took **{1000 * r.verify_seconds:.1f} ms**, "
                     f"one plain target step {step_ms:.1f} ms: this round gave **{r.emitted} tokens** for one pass.")
-        ui.legend()
-    provenance(source, lesson_runs.MAIN, f"{run.draft} drafting, {run.new_tokens} tokens")
-    live_button(lesson_runs.MAIN, f"{run.draft} and the target alone")
+        controls.legend()
+    provenance(source, recordings.MAIN, f"{run.draft} drafting, {run.new_tokens} tokens")
+    live_button(recordings.MAIN, f"{run.draft} and the target alone")
 
 
 def step_accept_reject() -> None:
     main, source = _main()
     run = main.spec
-    r = lesson.fail_round(run)
+    r = steps.fail_round(run)
     st.markdown("Greedy decoding: the target keeps a draft when it is the target's own first choice at that position.")
     _context(run, r)
-    if predict(lesson.fail_question(run, source)):
+    if predict(steps.fail_question(run, source)):
         _verified(r)
         if r.rejected_position is not None and r.alternatives:
             st.plotly_chart(charts.residual_figure(r), key="lesson-residual")
         st.caption("Timeline of the first rounds: every drafted token and its fate")
         st.html(tokens.timeline_html(run, upto_round=min(len(run.rounds) - 1, 7)))
-        ui.legend()
-    provenance(source, lesson_runs.MAIN)
-    live_button(lesson_runs.MAIN, f"{run.draft} and the target alone")
+        controls.legend()
+    provenance(source, recordings.MAIN)
+    live_button(recordings.MAIN, f"{run.draft} and the target alone")
 
 
 def step_sampling() -> None:
-    runs, source = group(lesson_runs.SAMPLED)
+    runs, source = group(recordings.SAMPLED)
     c = runs["sampled"]
     run = c.spec
-    pick = lesson.sampling_pick(run)
+    pick = steps.sampling_pick(run)
     st.markdown(f"With sampling (temperature {run.settings['sampling']['temperature']:g}) the draft **{run.draft}** draws "
                 "each token from its q, and the target keeps it with probability **min(1, p/q)**: always when p ≥ q. "
                 "After a rejection the replacement is drawn from **norm(max(0, p − q))**, the mass the draft "
@@ -265,37 +267,37 @@ def step_sampling() -> None:
     else:
         r, _ = pick
         _context(run, r)
-        if predict(lesson.sampling_question(run, source)):
+        if predict(steps.sampling_question(run, source)):
             _verified(r)
             if r.rejected_position is not None and r.alternatives:
                 st.plotly_chart(charts.residual_figure(r), key="lesson-sampling-residual")
-            ui.legend()
-    provenance(source, lesson_runs.SAMPLED, f"{run.draft}, sampling")
-    live_button(lesson_runs.SAMPLED, f"{run.draft}, sampling")
+            controls.legend()
+    provenance(source, recordings.SAMPLED, f"{run.draft}, sampling")
+    live_button(recordings.SAMPLED, f"{run.draft}, sampling")
 
 
 def step_bonus() -> None:
     main, source = _main()
     run = main.spec
-    r = lesson.bonus_round(run)
+    r = steps.bonus_round(run)
     st.markdown("The target's forward pass over [last token, d₁ … d_γ] gives γ + 1 distributions: one to check each draft "
                 "and **one more after the last draft**.")
     _context(run, r)
-    if predict(lesson.bonus_question(run, source)):
+    if predict(steps.bonus_question(run, source)):
         _verified(r)
         bonus = sum(x.next_kind == "bonus" for x in run.rounds)
         st.markdown(f"In this run **{bonus} of {len(run.rounds)} rounds** ended with a bonus token.")
-        ui.legend()
-    provenance(source, lesson_runs.MAIN)
-    live_button(lesson_runs.MAIN, f"{run.draft} and the target alone")
+        controls.legend()
+    provenance(source, recordings.MAIN)
+    live_button(recordings.MAIN, f"{run.draft} and the target alone")
 
 
 def step_worksheet() -> None:
     main, source = _main()
     run = main.spec
     st.html(tokens.output_html(run))
-    ui.legend()
-    if predict(lesson.worksheet_question(run, source)):
+    controls.legend()
+    if predict(steps.worksheet_question(run, source)):
         st.markdown("**Worksheet**, filled in from this run:")
         st.dataframe(pd.DataFrame([
             ("rounds (target forward passes)", f"{len(run.rounds)}"),
@@ -309,53 +311,53 @@ def step_worksheet() -> None:
         st.caption("Per-position acceptance: α falls along the draft, because a draft is only tested if all before it "
                    "were kept.")
         st.plotly_chart(charts.acceptance_by_position_figure({run.draft: run}), key="lesson-bypos")
-    provenance(source, lesson_runs.MAIN)
-    live_button(lesson_runs.MAIN, f"{run.draft} and the target alone")
+    provenance(source, recordings.MAIN)
+    live_button(recordings.MAIN, f"{run.draft} and the target alone")
 
 
 def step_cost() -> None:
-    runs, source = group(lesson_runs.DRAFTS)
+    runs, source = group(recordings.DRAFTS)
     st.markdown("Speedup = tokens per round ÷ cost per round, with the cost in target steps: **γ·c + v** "
                 "(c: one draft token's time ÷ one target step; v: one verification pass, about 1).")
-    if predict(lesson.cost_question(runs, source)):
+    if predict(steps.cost_question(runs, source)):
         _table(runs, lambda n: n.split(":", 1)[1])
         st.markdown("The target drafting for itself keeps everything (α = 1) and still loses: each round pays γ full "
                     "target steps to draft. A draft must be **cheap** (small c) as well as right.")
-    provenance(source, lesson_runs.DRAFTS, "each drafter against the target alone, same prompt, γ and length")
-    live_button(lesson_runs.DRAFTS, "every drafter, ~1 min")
+    provenance(source, recordings.DRAFTS, "each drafter against the target alone, same prompt, γ and length")
+    live_button(recordings.DRAFTS, "every drafter, ~1 min")
 
 
 def step_gamma() -> None:
-    runs, source = group(lesson_runs.GAMMA)
+    runs, source = group(recordings.GAMMA)
     first = next(iter(runs.values()))
     st.markdown(f"The same prompt with **{first.spec.draft}** at each draft length γ. Longer drafts gain more tokens per "
                 "round when they are accepted, and cost more when they are not.")
-    if predict(lesson.gamma_question(runs, source)):
+    if predict(steps.gamma_question(runs, source)):
         st.plotly_chart(lesson_charts.gamma_figure(runs), key="lesson-gamma")
         _table(runs, lambda n: f"γ = {n.split(':', 1)[1]}")
         st.caption("Differences of a few percent are within the timing noise of a shared CPU; the theory line uses each "
                    "run's own α, c and verification cost.")
-    provenance(source, lesson_runs.GAMMA)
-    live_button(lesson_runs.GAMMA, "each γ, ~1 min")
+    provenance(source, recordings.GAMMA)
+    live_button(recordings.GAMMA, "each γ, ~1 min")
 
 
 def step_draft_choice() -> None:
-    runs, source = group(lesson_runs.DRAFTS)
+    runs, source = group(recordings.DRAFTS)
     drafts = {n: c for n, c in runs.items() if n != "drafts:target"}
     st.markdown("An accurate draft (high α) that is expensive (high c), or a weak one that is almost free?")
-    if predict(lesson.draft_question(drafts, source)):
+    if predict(steps.draft_question(drafts, source)):
         st.plotly_chart(lesson_charts.drafts_figure(drafts), key="lesson-drafts")
         _table(drafts, lambda n: n.split(":", 1)[1])
-    provenance(source, lesson_runs.DRAFTS)
-    live_button(lesson_runs.DRAFTS, "every drafter, ~1 min")
+    provenance(source, recordings.DRAFTS)
+    live_button(recordings.DRAFTS, "every drafter, ~1 min")
 
 
 def step_relaxed() -> None:
-    runs, source = group(lesson_runs.RELAXED)
+    runs, source = group(recordings.RELAXED)
     first = next(iter(runs.values()))
-    st.markdown(f"Relaxed (greedy) verification keeps a draft that is in the target's top {lesson_runs.RELAXED_TOP_K} and "
+    st.markdown(f"Relaxed (greedy) verification keeps a draft that is in the target's top {recordings.RELAXED_TOP_K} and "
                 f"within τ nats of its best token. Draft: **{first.spec.draft}**. τ = 0 is exact verification.")
-    if predict(lesson.relaxed_question(runs, source)):
+    if predict(steps.relaxed_question(runs, source)):
         st.plotly_chart(lesson_charts.relaxed_figure(runs), key="lesson-relaxed")
         _table(runs, lambda n: f"τ = {n.split(':', 1)[1]}")
         loosest_name, loosest = list(runs.items())[-1]
@@ -364,32 +366,32 @@ def step_relaxed() -> None:
         left.html(tokens.CSS + f'<div class="sv-text">{loosest.baseline.text}</div>')
         right.caption(f"Relaxed, τ = {loosest_name.split(':', 1)[1]} ({loosest.agreement:.0%} token agreement)")
         right.html(tokens.output_html(loosest.spec))
-    provenance(source, lesson_runs.RELAXED)
-    live_button(lesson_runs.RELAXED, "each τ, ~1 min")
+    provenance(source, recordings.RELAXED)
+    live_button(recordings.RELAXED, "each τ, ~1 min")
 
 
 def step_faster() -> None:
-    runs, source = group(lesson_runs.FASTER)
+    runs, source = group(recordings.FASTER)
     main, _ = _main()
     runs = {"faster:retrieval": main, **runs}
     same = sum(c.identical for c in runs.values())
     st.markdown(f"**{main.spec.draft}** against the target alone on {len(runs)} evaluation prompts, each timed by the "
                 f"same loop after a warm-up, with the same length and settings; the output was identical to the "
                 f"target's on {same} of {len(runs)}.")
-    if predict(lesson.faster_question(runs, source)):
+    if predict(steps.faster_question(runs, source)):
         st.plotly_chart(lesson_charts.faster_figure(runs), key="lesson-faster")
         _table(runs, lambda n: n.split(":", 1)[1])
         mean = sum(c.speedup for c in runs.values()) / len(runs)
         st.markdown(f"Mean speedup **{mean:.2f}×**. Copying-heavy prompts (a context to quote, a text to summarise) gain; "
                     "open answers, which copy little, gain little or lose.")
-    provenance(source, lesson_runs.FASTER)
-    live_button(lesson_runs.FASTER, "every prompt, ~1 min")
+    provenance(source, recordings.FASTER)
+    live_button(recordings.FASTER, "every prompt, ~1 min")
 
 
 def step_same() -> None:
     record, source = lab()
     setup = LabSetup(**record.setup)
-    verdict = distribution.verdict(record)
+    verdict = same_distribution.verdict(record)
     st.markdown(
         f"**{verdict.samples} seeded runs per set** of the prompt “{setup.prompt}” (raw text, temperature "
         f"{setup.temperature:g}, the {setup.top_k} likeliest tokens), each through the real loop; the first generated "
@@ -397,7 +399,7 @@ def step_same() -> None:
         f"{setup.draft} drafting, and **relaxed** verification (lenience l = {setup.lenience:g}: keep with "
         f"min(1, p/(l·q))). Each set has its own seeds. Why sampling and not the formula: the formula is what is being "
         "tested; these are draws from the code that runs.")
-    if predict(lesson.same_question(verdict.within(EXACT), source)):
+    if predict(steps.same_question(verdict.within(EXACT), source)):
         st.plotly_chart(lesson_charts.lab_figure(record), key="lesson-lab")
         cols = st.columns(3)
         cols[0].metric("TV(exact, target)", f"{verdict.tv[EXACT]:.3f}",

@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from . import ui
-from .sweeps import INTERRUPTED, STOPPED, OnPoint, Point, ShouldStop, Sweep
+from . import controls
+from ..lab.sweeps import INTERRUPTED, STOPPED, OnPoint, Point, ShouldStop, Sweep
 
 
 def controls(key: str, label: str, disabled: bool, stop_help: str) -> bool:
@@ -47,7 +47,7 @@ def run(key: str, sweep: Sweep, measure: Callable[[OnPoint, ShouldStop], object]
         progress.progress(done / total, text=f"{done} of {total}: {describe(point)} — "
                                              f"α={c.spec.acceptance_rate:.2f}, {c.speedup:.2f}×")
 
-    with ui.error_box(what), ui.exclusive():
+    with controls.error_box(what), controls.exclusive():
         measure(on_point, sweep.should_stop)
     sweep.finish()
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..records import Comparison
+from ...records import Comparison
 
 
 def headline(c: Comparison) -> list[tuple[str, str, str]]:

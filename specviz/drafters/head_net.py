@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 HEAD_CONFIG, HEAD_WEIGHTS = "head.json", "head.safetensors"
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..engine.results import Acceptance
-from ..records import REJECTED
+from ...engine.results import Acceptance
+from ...records import REJECTED
 from .charts import P_COLOUR, Q_COLOUR, _layout
 from .tokens import COLOURS
 

@@ -21,10 +21,10 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
-from .config import Decoding, Sampling, Verification
-from .decode import generate
-from .drafters import Drafter
-from .models import LoadedModel
+from ..config import Decoding, Sampling, Verification
+from ..decode import generate
+from ..drafters import Drafter
+from ..models import LoadedModel
 
 TARGET, EXACT, RELAXED = "target alone", "exact", "relaxed"
 SEED_BLOCK = 1_000_000  # set i uses seeds i·SEED_BLOCK + 0 .. n-1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from ..records import BONUS, REJECTED, RESAMPLED, Round, Run
+from ...records import BONUS, REJECTED, RESAMPLED, Round, Run
 from .tokens import COLOURS
 
 P_COLOUR, Q_COLOUR, RESIDUAL_COLOUR = "#4575b4", "#8c8c8c", COLOURS[RESAMPLED]

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import torch
 
-from .config import Decoding
-from .decode import encode_prompt, generate
-from .drafters import Drafter
-from .models import LoadedModel
-from .records import Comparison, Run
+from ..config import Decoding
+from ..decode import encode_prompt, generate
+from ..drafters import Drafter
+from ..models import LoadedModel
+from ..records import Comparison, Run
 
 WARMUP_TOKENS = 4
 

@@ -31,9 +31,9 @@ def measure_verify_cost(target, max_nodes: int = 32, context: int = 160, repeats
     import torch
     from transformers import DynamicCache
 
-    from .decode import Clock, target_forward
+    from ..decode import Clock, target_forward
     from .measure import machine
-    from .trees import keep_branch, target_attention
+    from ..trees import keep_branch, target_attention
 
     device, clock = target.device, Clock(target.device)
     generator = torch.Generator().manual_seed(0)

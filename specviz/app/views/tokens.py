@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 
-from ..records import ACCEPTED, BONUS, DRAFTED, REJECTED, RESAMPLED, TARGET, Round, Run
+from ...records import ACCEPTED, BONUS, DRAFTED, REJECTED, RESAMPLED, TARGET, Round, Run
 
 COLOURS = {
     ACCEPTED: "#1a9850",  # green: a drafted token the target kept

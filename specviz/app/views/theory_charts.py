@@ -4,7 +4,7 @@ Notation: α (`alpha`) = acceptance rate, γ (`gamma`) = draft length, c = draft
 v = cost of one verification forward in target steps (1 in the paper's model).
 
 The theory figures draw `specviz.theory` and place measured comparisons on its curves; the
-trade-off figures draw a relaxed-verification `Sweep` from `specviz.quality`. Nothing here calls
+trade-off figures draw a relaxed-verification `Sweep` from `specviz.lab.quality`. Nothing here calls
 a model, so every figure is cheap to redraw.
 """
 
@@ -18,13 +18,13 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .. import theory
-from ..records import ACCEPTED, BONUS, REJECTED, RESAMPLED, Comparison
+from ... import theory
+from ...records import ACCEPTED, BONUS, REJECTED, RESAMPLED, Comparison
 from .charts import P_COLOUR, Q_COLOUR
 from .tokens import COLOURS
 
 if TYPE_CHECKING:  # the theory page draws without importing the model stack
-    from ..quality import Sweep
+    from ...lab.quality import Sweep
 
 MAX_GAMMA = 32  # the speedup-vs-γ curve and optimal_gamma look this far
 HEATMAP_GAMMA = 16

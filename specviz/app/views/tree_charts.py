@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from ..records import ACCEPTED, BONUS, DRAFTED, REJECTED, RESAMPLED, Round, TreeRecord
-from ..theory import sibling_ranks
-from ..trees import children, depths, rooted, visibility
+from ...records import ACCEPTED, BONUS, DRAFTED, REJECTED, RESAMPLED, Round, TreeRecord
+from ...theory import sibling_ranks
+from ...trees import children, depths, rooted, visibility
 from .tokens import COLOURS, DESCRIPTIONS
 
 SYMBOLS = {ACCEPTED: "circle", REJECTED: "x", DRAFTED: "circle-open", RESAMPLED: "diamond", BONUS: "star",

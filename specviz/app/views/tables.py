@@ -6,7 +6,7 @@ import json
 
 import pandas as pd
 
-from ..records import Comparison, Run
+from ...records import Comparison, Run
 
 
 def rounds_frame(run: Run) -> pd.DataFrame:

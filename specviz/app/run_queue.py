@@ -5,7 +5,7 @@ server measures one run at a time. In a class of thirty that is a queue, and a q
 feels like a hang: this one knows who is waiting, each ticket's place in the line and an estimate of
 its wait from the durations of the last few runs. The head of the line is the run being measured.
 
-No Streamlit here: `specviz.ui` keeps one `RunQueue` in `st.cache_resource` and shows a waiting
+No Streamlit here: `specviz.app.controls` keeps one `RunQueue` in `st.cache_resource` and shows a waiting
 session its place; the tests drive the queue with threads and a fake clock.
 """
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .records import Comparison, Round, Run
+from ..records import Comparison, Round, Run
 
 
 @dataclass(frozen=True)

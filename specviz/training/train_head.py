@@ -1,4 +1,4 @@
-"""Training a feature-level draft head (specviz.heads) on the target's captured features.
+"""Training a feature-level draft head (specviz.drafters.head_net) on the target's captured features.
 
 Data: the target's answers to the TRAIN prompts (greedy and sampled), optionally prompts it wrote
 for itself, and local documents it reads (texts.py); one teacher-forced forward captures its
@@ -29,7 +29,7 @@ import torch.nn.functional as F
 
 from ..config import Decoding
 from ..errors import ConfigError, SpecVizError
-from ..heads import DraftHead, HeadInfo, HeadShape, embedding_check, save_head
+from ..drafters.head_net import DraftHead, HeadInfo, HeadShape, embedding_check, save_head
 from ..models import SHIPPED_DRAFTS, LoadedModel, load_model
 from . import store
 from .answers import fast_autocast, generate_data, train_prompts
@@ -341,7 +341,7 @@ RIVALS = ("ngram",)  # raced beside the head and ngram+head on the EVAL prompts;
 def evaluate_head(cfg: HeadConfig, target: LoadedModel, per_category: int = 0, settings: Decoding | None = None,
                   command: str = "", rivals: tuple[str, ...] | None = None, progress: bool = True) -> dict[str, dict]:
     """The race on the EVAL prompts (head, ngram+head and rivals against one baseline per prompt); rewrites the card."""
-    from ..heads import read_info
+    from ..drafters.head_net import read_info
     from ..models import draft_folders
     from .answers import eval_prompts
     from .evaluate import measure_drafts
@@ -373,7 +373,7 @@ def _label(drafter: str) -> str:
 
 def write_head_card(cfg: HeadConfig, command: str = "") -> Path:
     """(Re)write a head's README.md from its head.json and the evaluation.json of its run folder."""
-    from ..heads import read_info
+    from ..drafters.head_net import read_info
     from .card import head_card
 
     info = read_info(cfg.out_dir)
@@ -425,7 +425,7 @@ def run(args) -> int:
     cfg = head_config_from_args(args)
     target = load_model(cfg.target, device=cfg.device)
     if args.eval_only:
-        from ..heads import is_head
+        from ..drafters.head_net import is_head
 
         if not is_head(cfg.out_dir):
             raise SpecVizError(f"no head {cfg.head_name} to evaluate; run without --eval-only first")

@@ -1,6 +1,6 @@
 """Plotly figures of sweeps: across draft lengths γ, and across drafters.
 
-Drawn from the tables and points recorded by `specviz.sweeps`; no model is called here. Data go
+Drawn from the tables and points recorded by `specviz.lab.sweeps`; no model is called here. Data go
 into the figures as plain lists, so a chart's JSON spec reads as the numbers that were measured.
 """
 
@@ -10,9 +10,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .. import theory
-from ..records import ACCEPTED, BONUS, REJECTED
-from ..sweeps import Point, acceptance_by_position
+from ... import theory
+from ...records import ACCEPTED, BONUS, REJECTED
+from ...lab.sweeps import Point, acceptance_by_position
 from .charts import P_COLOUR, Q_COLOUR, _layout
 from .tokens import COLOURS
 

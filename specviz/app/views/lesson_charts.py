@@ -6,8 +6,8 @@ from collections import Counter
 
 import plotly.graph_objects as go
 
-from ..distribution import EXACT, RELAXED, TARGET, LabRecord
-from ..records import ACCEPTED, BONUS, REJECTED, RESAMPLED, Comparison, Run
+from ...lab.same_distribution import EXACT, RELAXED, TARGET, LabRecord
+from ...records import ACCEPTED, BONUS, REJECTED, RESAMPLED, Comparison, Run
 from .charts import P_COLOUR, Q_COLOUR, _layout
 from .tokens import COLOURS
 

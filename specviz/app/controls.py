@@ -19,14 +19,15 @@ import torch
 
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from . import links, measure, ui_room
-from .config import Decoding, Sampling, TreeShape, Verification  # noqa: F401 — Decoding is re-exported for pages
-from .drafters import build_drafter
-from .errors import OUT_OF_MEMORY, SpecVizError
-from .heads import is_head
-from .models import DEFAULT_TARGET, draft_folders, load_model, pick_device
-from .prompts import CATEGORIES, check_prompt, load_prompt_set
-from .records import Comparison, load_comparisons, loads
+from . import links, room
+from ..lab import measure
+from ..config import Decoding, Sampling, TreeShape, Verification  # noqa: F401 — Decoding is re-exported for pages
+from ..drafters import build_drafter
+from ..errors import OUT_OF_MEMORY, SpecVizError
+from ..drafters.head_net import is_head
+from ..models import DEFAULT_TARGET, draft_folders, load_model, pick_device
+from ..prompts import CATEGORIES, check_prompt, load_prompt_set
+from ..records import Comparison, load_comparisons, loads
 from .run_queue import RunQueue
 from .views import tables
 from .views.tokens import legend_html
@@ -108,7 +109,7 @@ def exclusive():
             shown[0] = text
 
     who = getattr(get_script_run_ctx(suppress_warning=True), "session_id", "?")[:8]
-    with queue.turn(who, on_wait, poll=1.0, priority=ui_room.is_presenter()):
+    with queue.turn(who, on_wait, poll=1.0, priority=room.is_presenter()):
         note.empty()
         yield
 
@@ -145,21 +146,21 @@ ROOM_HELP = "This room offers these models; the presenter can load others."
 
 def target_picker(key: str) -> str:
     """The target: the embedded default, or any hub id / local folder typed in (not by a learner in a room)."""
-    free = not ui_room.locked()
+    free = not room.locked()
     return st.selectbox("Target", target_options(), key=key, accept_new_options=free,
                         help=MODEL_HELP if free else ROOM_HELP)
 
 
 def draft_picker(key: str) -> str:
     """A drafter from the registry, a shipped draft, or any compatible model typed in (not in a room)."""
-    free = not ui_room.locked()
+    free = not room.locked()
     return st.selectbox("Draft", draft_options(), key=key, accept_new_options=free,
                         help=MODEL_HELP if free else ROOM_HELP)
 
 
 def offered(options):
     """The choices a link may restore into a picker: any in the open lab, the offered ones in a room."""
-    return (lambda: options()) if ui_room.locked() else None
+    return (lambda: options()) if room.locked() else None
 
 
 def pair_params(prefix: str) -> list[links.Param]:

@@ -21,14 +21,14 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from . import measure
-from .config import Decoding, Sampling, Verification
-from .distribution import LabRecord, LabSetup, sample_first_tokens
-from .drafters import Loader, build_drafter
-from .errors import SpecVizError
-from .models import LoadedModel
-from .prompts import load_prompt_set
-from .records import Comparison, Run, dumps, load_comparisons
+from ..lab import measure
+from ..config import Decoding, Sampling, Verification
+from ..lab.same_distribution import LabRecord, LabSetup, sample_first_tokens
+from ..drafters import Loader, build_drafter
+from ..errors import SpecVizError
+from ..models import LoadedModel
+from ..prompts import load_prompt_set
+from ..records import Comparison, Run, dumps, load_comparisons
 
 LESSON_DIR = Path(__file__).resolve().parent.parent / "assets" / "lesson"
 RUNS, LAB, MANIFEST = "runs.json", "lab.json", "manifest.json"
@@ -180,9 +180,9 @@ def manifest(all_recipes: list[Recipe], lab: LabSetup, command: str, drafts: lis
                           "full_record": r.full, **now} for r in all_recipes},
         "lab": asdict(lab),
         "lab_made": lab_made or now,
-        "how": "every run: specviz.measure.compare (the speculative run and the target alone, same prompt and settings, "
+        "how": "every run: specviz.lab.measure.compare (the speculative run and the target alone, same prompt and settings, "
                "after a warm-up, timed by the same loop); runs on one prompt and settings share one baseline. "
-               "lab: specviz.distribution.sample_first_tokens (seeded runs of specviz.decode.generate). "
+               "lab: specviz.lab.same_distribution.sample_first_tokens (seeded runs of specviz.decode.generate). "
                "Saved with specviz.records.dumps.",
     }
 

@@ -12,7 +12,7 @@ carries `parents`, and `kept` names the accepted branch's nodes.
 
 `hidden` is what the target's forward computed: its final hidden state at every position it just
 read (the prompt but its last token at the start; after a verification, the last committed token
-and the kept drafts). Most drafters ignore it; a feature-level head (specviz.heads) drafts from it.
+and the kept drafts). Most drafters ignore it; a feature-level head (specviz.drafters.head_net) drafts from it.
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from typing import Callable
 import torch
 from transformers import DynamicCache
 
-from .config import MAX_GAMMA, Decoding, Sampling, TreeShape
-from .errors import ConfigError
-from .heads import KVCache, is_head, load_head
-from .models import LoadedModel, draft_folders, load_model, shared_vocab
-from .trees import Grown, TreeFeed, additive, grow, keep_branch, merge_trees, trie
-from .verify import choose, distribution
+from ..config import MAX_GAMMA, Decoding, Sampling, TreeShape
+from ..errors import ConfigError
+from .head_net import KVCache, is_head, load_head
+from ..models import LoadedModel, draft_folders, load_model, shared_vocab
+from ..trees import Grown, TreeFeed, additive, grow, keep_branch, merge_trees, trie
+from ..verify import choose, distribution
 
 
 @dataclass
@@ -211,7 +211,7 @@ class NgramDrafter(Drafter):
 
 
 class HeadDrafter(Drafter):
-    """A feature-level draft head (specviz.heads) over the target's own hidden states.
+    """A feature-level draft head (specviz.drafters.head_net) over the target's own hidden states.
 
     The head reads pairs (f_j, e(x_{j+1})): the target's feature at position j and the token after
     it. Before a round it reads every pair it has not read yet, all with the target's true features
