@@ -19,11 +19,11 @@ from .config import Decoding
 from .drafters import Drafter, NoDrafter, Proposal
 from .models import LoadedModel
 from .prompts import encode
-from .records import BONUS, RESAMPLED, TARGET, Alternative, Round, Run, TreeRecord
-from .trees import branch_rows, keep_branch, node_record, target_attention, verify_tree, walked_branch
+from .recorder import bare_round, full_round, label
+from .records import Round, Run
+from .trees import branch_rows, keep_branch, target_attention, verify_tree
 from .verify import LazyLogits, Verdict, verify
 
-ALTERNATIVES = 5  # target's top tokens recorded at each verified position
 # Architectures whose logits are the output embedding applied to the final hidden state, and nothing
 # else (no soft-capping or scaling): for these the head can be applied to the verified positions lazily.
 PLAIN_HEAD_MODELS = {"llama", "mistral", "qwen2", "qwen3"}
@@ -138,7 +138,7 @@ def generate(
                 break
         new += emitted
         ids = torch.cat([ids, torch.tensor([emitted], device=device)], dim=1)
-        record = _record if detail else _bare_record
+        record = full_round if detail else bare_round
         rounds.append(record(len(rounds), k, proposal, verdict, len(emitted), t1 - t0 + t3 - t2, t2 - t1))
     seconds = clock() - start
 
@@ -167,80 +167,3 @@ def check(logits: LazyLogits, proposal: Proposal, settings: Decoding, generator)
         return verify(logits, proposal.ids, proposal.probs, settings.sampling, settings.verification, generator)
     return verify_tree(logits, proposal.ids, proposal.parents, proposal.probs, settings.sampling,
                        settings.verification, generator)
-
-
-def _record(index, gamma, proposal: Proposal, verdict, emitted, draft_seconds, verify_seconds) -> Round:
-    """A Round from one iteration's tensors (moved to the host once, here); a tree's keeps all its nodes."""
-    if proposal.parents is not None:
-        walked = Proposal(*walked_branch(proposal.ids, proposal.probs, proposal.parents, verdict))
-        round_ = _record(index, gamma, walked, verdict, emitted, draft_seconds, verify_seconds)
-        round_.tree = TreeRecord(**node_record(proposal.ids, proposal.probs, proposal.parents, verdict))
-        return round_
-    drafted = proposal.ids.tolist()
-    k = len(drafted)
-    scored = min(k, verdict.p.shape[0])  # the target's p exists up to the first rejection (lazy head)
-    positions = torch.arange(k, device=verdict.p.device)
-    p_drafted = verdict.p[positions[:scored], proposal.ids[:scored]].tolist() + [None] * (k - scored)
-    if proposal.probs is None:
-        q_full = torch.zeros(k, verdict.p.shape[1], device=verdict.p.device)
-        q_full[positions, proposal.ids] = 1.0
-    else:
-        q_full = proposal.probs
-    top_p, top_ids = verdict.p.topk(ALTERNATIVES, dim=-1)
-    top_q = q_full.gather(-1, top_ids[:scored]).tolist()
-    alternatives = []
-    for j, (ids_j, ps_j) in enumerate(zip(top_ids.tolist(), top_p.tolist())):
-        qs_j = top_q[j] if j < k else [0.0] * len(ids_j)
-        alternatives.append([Alternative(t, p, q) for t, p, q in zip(ids_j, ps_j, qs_j)])
-        shown = {a.token for a in alternatives[-1]}
-        if j < k and drafted[j] not in shown:  # show the drafted token beside the target's favourites
-            alternatives[-1].append(Alternative(drafted[j], p_drafted[j], float(q_full[j, drafted[j]])))
-        if j == verdict.n_accepted and verdict.next_token not in shown | {drafted[j] if j < k else -1}:
-            q_next = float(q_full[j, verdict.next_token]) if j < k else 0.0  # ... and where the next token came from
-            alternatives[-1].append(Alternative(verdict.next_token, float(verdict.p[j, verdict.next_token]), q_next))
-    kind = RESAMPLED if verdict.resampled else (BONUS if k else TARGET)
-    return Round(
-        index=index,
-        gamma=gamma,
-        drafted=drafted,
-        q=q_full[positions, proposal.ids].tolist(),
-        p=p_drafted,
-        n_accepted=verdict.n_accepted,
-        next_token=verdict.next_token,
-        next_kind=kind,
-        next_p=float(verdict.p[verdict.n_accepted, verdict.next_token]),
-        emitted=emitted,
-        alternatives=alternatives,
-        draft_seconds=draft_seconds,
-        verify_seconds=verify_seconds,
-    )
-
-
-def _bare_record(index, gamma, proposal: Proposal, verdict, emitted, draft_seconds, verify_seconds) -> Round:
-    """A Round with the counts only: what any loop must keep to report α and tokens per round."""
-    if proposal.parents is not None:
-        proposal = Proposal(*walked_branch(proposal.ids, proposal.probs, proposal.parents, verdict))
-    k = proposal.ids.shape[0]
-    kind = RESAMPLED if verdict.resampled else (BONUS if k else TARGET)
-    return Round(index=index, gamma=gamma, drafted=proposal.ids.tolist(), q=[0.0] * k, p=[0.0] * k,
-                 n_accepted=verdict.n_accepted, next_token=verdict.next_token, next_kind=kind, next_p=0.0,
-                 emitted=emitted, alternatives=[], draft_seconds=draft_seconds, verify_seconds=verify_seconds)
-
-
-def label(run: Run, tokenizer) -> None:
-    """Fill in token strings after the timed loop (decoding text is not part of generation)."""
-    pieces: dict[int, str] = {}
-
-    def piece(token: int) -> str:
-        if token not in pieces:
-            pieces[token] = tokenizer.decode([token])
-        return pieces[token]
-
-    for r in run.rounds:
-        r.drafted_text = [piece(t) for t in r.drafted]
-        r.next_text = piece(r.next_token)
-        for position in r.alternatives:
-            for alt in position:
-                alt.text = piece(alt.token)
-        if r.tree is not None:
-            r.tree.text = [piece(t) for t in r.tree.tokens]

@@ -32,7 +32,6 @@ import torch
 from transformers import DynamicCache
 
 from .config import Sampling, TreeShape, Verification
-from .records import ACCEPTED, DRAFTED, REJECTED
 from .verify import LazyLogits, Verdict, distribution, residual
 
 # A static tree's prior that the child of sibling rank r is accepted: 0.6 for the draft's first choice, each
@@ -346,24 +345,3 @@ def branch_rows(hidden: torch.Tensor, kept: list[int]) -> torch.Tensor:
     if kept == list(range(len(kept))):
         return hidden[: len(kept) + 1]
     return hidden[torch.tensor([0] + [node + 1 for node in kept], device=hidden.device)]
-
-
-def walked_branch(tokens: torch.Tensor, rows: torch.Tensor | None, parents: list[int],
-                  verdict: TreeVerdict) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The chain the target walked through a tree: the kept nodes, then the first child it refused after them."""
-    last = verdict.path[-1] if verdict.path else -1
-    refused = [c for c in children(parents, last) if c in set(verdict.checked)]
-    walk = verdict.path + refused[:1]
-    index = torch.tensor(walk, dtype=torch.long, device=tokens.device)
-    return tokens[index], None if rows is None else rows[index]
-
-
-def node_record(tokens: torch.Tensor, rows: torch.Tensor | None, parents: list[int], verdict: TreeVerdict) -> dict:
-    """Every node's token, parent, q, p (where the target computed its parent's row) and status."""
-    token_list = tokens.tolist()
-    row_of = {-1: 0, **{node: j + 1 for j, node in enumerate(verdict.path)}}
-    on_path, refused = set(verdict.path), set(verdict.checked)
-    q = [1.0] * len(token_list) if rows is None else rows[torch.arange(len(token_list)), tokens].tolist()
-    p = [float(verdict.p[row_of[parent], t]) if parent in row_of else None for t, parent in zip(token_list, parents)]
-    status = [ACCEPTED if i in on_path else REJECTED if i in refused else DRAFTED for i in range(len(token_list))]
-    return {"tokens": token_list, "parents": list(parents), "q": q, "p": p, "status": status}
