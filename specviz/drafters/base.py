@@ -1,0 +1,61 @@
+"""The drafter interface: a proposal, and the base class that holds γ and its schedule."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache
+
+from ..config import MAX_GAMMA, Decoding, Sampling, TreeShape
+
+
+@dataclass
+class Proposal:
+    ids: torch.Tensor  # [k] drafted token ids (k may be 0); a tree's nodes, parents first
+    probs: torch.Tensor | None  # [k, V] the q each token was drawn from; None when the proposal is certain (one-hot q)
+    parents: list[int] | None = None  # a tree: node i follows node parents[i] (-1 = the last committed token)
+
+
+def drop_last(cache: DynamicCache, count: int) -> None:
+    """Remove the newest `count` positions from a KV cache (transformers' crop takes a negative count)."""
+    if count > 0:
+        cache.crop(-count)
+
+
+class Drafter:
+    """Base class: holds γ and its schedule. Subclasses implement `propose`."""
+
+    kind = "base"
+
+    def __init__(self, name: str):
+        self.name = name
+        self.gamma = 1
+        self.adaptive = False
+        self.tree = TreeShape()  # budget 0: chains
+
+    def start(self, prompt_ids: torch.Tensor, settings: Decoding, hidden: torch.Tensor | None = None) -> None:
+        self.gamma = settings.gamma
+        self.adaptive = settings.adaptive
+        self.tree = settings.tree
+
+    def propose(self, context: torch.Tensor, k: int, sampling: Sampling, generator) -> Proposal:
+        raise NotImplementedError
+
+    def feedback(self, n_accepted: int, n_drafted: int, hidden: torch.Tensor | None = None,
+                 kept: list[int] | None = None) -> None:
+        """Adaptive γ, the well-known schedule: +2 after a fully accepted round, -1 otherwise."""
+        if self.adaptive and n_drafted:
+            if n_accepted == n_drafted:
+                self.gamma = min(MAX_GAMMA, self.gamma + 2)
+            else:
+                self.gamma = max(1, self.gamma - 1)
+
+
+class NoDrafter(Drafter):
+    """Proposes nothing: every round is one plain target step. This is the baseline."""
+
+    kind = "none"
+
+    def propose(self, context, k, sampling, generator) -> Proposal:
+        return Proposal(context.new_empty(0), None)

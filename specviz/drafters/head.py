@@ -1,0 +1,141 @@
+"""Drafting from the target's own hidden states: a feature-level head, and the n-gram + head hybrid."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+
+from ..config import TreeShape
+from ..trees import TreeFeed, grow, merge_trees
+from ..verify import choose, distribution
+from .base import Drafter, Proposal
+from .head_net import KVCache
+from .ngram import NgramDrafter
+
+
+class HeadDrafter(Drafter):
+    """A feature-level draft head (specviz.drafters.head_net) over the target's own hidden states.
+
+    The head reads pairs (f_j, e(x_{j+1})): the target's feature at position j and the token after
+    it. Before a round it reads every pair it has not read yet, all with the target's true features
+    (the prompt's from the prefill, then those of each round's kept tokens from verification); its
+    last output predicts f at the last committed position, whose output head gives q for d_1. Each
+    further draft reads (its own predicted feature, the token it drafted).
+    """
+
+    kind = "head"
+
+    def __init__(self, name: str, head, vocab_ids: torch.Tensor, embedding: torch.Tensor, output: torch.Tensor,
+                 vocab_size: int):
+        super().__init__(name)
+        self.head = head
+        self.vocab_ids = vocab_ids  # [N] target ids of the draft vocabulary
+        self.embedding = embedding  # the target's input embedding, shared and read-only
+        self.rows = output.index_select(0, vocab_ids)  # [N, H] the target's output head on the draft vocabulary
+        self.vocab_size = vocab_size
+        self.cache = None
+        self.read = 0  # pairs read with the target's true features
+        self.true_length = 0  # the head's cache length after reading them
+        self.pending = embedding.new_empty(0, embedding.shape[1])  # true features of pairs not read yet
+
+    def start(self, prompt_ids, settings, hidden=None):
+        super().start(prompt_ids, settings)
+        self.cache, self.read, self.true_length, self.feature = KVCache(), 0, 0, None
+        self.pending = hidden if hidden is not None else self.pending[:0]
+
+    def propose(self, context, k, sampling, generator, budget: int | None = None) -> Proposal:
+        """Up to k tokens, or with a tree budget a tree (`budget` overrides the settings' node count)."""
+        # Read the pairs (f_j, e(x_{j+1})) for j = read .. L-2: one forward over all of them.
+        new_tokens = context[0, self.read + 1 :]
+        if new_tokens.shape[0] != self.pending.shape[0]:
+            raise RuntimeError(f"head drafter out of step: {new_tokens.shape[0]} tokens, {self.pending.shape[0]} features")
+        if new_tokens.shape[0]:
+            self.feature = self.head.step(self.embedding[new_tokens], self.pending, self.cache)[-1]
+            self.read, self.pending = context.shape[1] - 1, self.pending[:0]
+        self.true_length = self.cache.length
+        if k == 0 or self.cache.length == 0:  # a one-token prompt: no feature to draft from yet
+            return Proposal(context.new_empty(0), None)
+        if self.tree.on:
+            return self._propose_tree(context, k, sampling, generator,
+                                      replace(self.tree, budget=budget) if budget else self.tree)
+        ids, probs = [], []
+        feature = self.feature
+        for i in range(k):
+            q = distribution(self.rows @ feature, sampling)  # q over the draft vocabulary
+            choice = choose(q, sampling, generator)
+            token = self.vocab_ids[choice]
+            ids.append(token)
+            probs.append(q)
+            if i < k - 1:  # the next draft reads (predicted feature, drafted token)
+                feature = self.head.step(self.embedding[token].view(1, -1), feature.view(1, -1), self.cache)[0]
+        full = torch.zeros(k, self.vocab_size, dtype=probs[0].dtype, device=context.device)
+        full[:, self.vocab_ids] = torch.stack(probs)  # q is 0 outside the draft vocabulary
+        return Proposal(torch.stack(ids), full)
+
+    def _propose_tree(self, context, depth, sampling, generator, shape: TreeShape) -> Proposal:
+        """Grow a tree: each expansion reads the chosen nodes' pairs (parent's predicted feature, token) at once."""
+        features: dict[int, torch.Tensor] = {}  # node -> the feature the head predicted after reading it
+        # The root's prediction came from the pair at true_length - 1; a node of depth d sits d places later.
+        feed = TreeFeed(self.true_length)
+
+        def q_draft(feature):  # q on the draft vocabulary
+            return distribution(feature @ self.rows.T, sampling)
+
+        def expand(nodes, tokens, parents):
+            allowed, positions = feed.read(nodes, parents, context.device)
+            inputs = torch.stack([features[parents[n]] if parents[n] >= 0 else self.feature for n in nodes])
+            token_ids = torch.tensor([tokens[n] for n in nodes], device=context.device)
+            out = self.head.step(self.embedding[token_ids], inputs, self.cache, positions, allowed)
+            for node, feature in zip(nodes, out):
+                features[node] = feature
+            return q_draft(out)
+
+        grown = grow(q_draft(self.feature.view(1, -1))[0], expand, shape, depth, sampling, generator, self.vocab_ids)
+        full = torch.zeros(len(grown.tokens), self.vocab_size, dtype=grown.rows.dtype, device=context.device)
+        full[:, self.vocab_ids] = grown.rows  # q is 0 off the draft vocabulary
+        return Proposal(torch.tensor(grown.tokens, device=context.device), full, grown.parents)
+
+    def feedback(self, n_accepted, n_drafted, hidden=None, kept=None):
+        super().feedback(n_accepted, n_drafted)
+        # Drop every pair read while drafting (a chain's or a tree's): they carried the head's predicted
+        # features. The target's true features for the last committed token and the kept drafts (the
+        # first n_accepted + 1 rows the loop hands over) are read before the next round instead.
+        self.cache.truncate(self.true_length)
+        if hidden is not None:
+            self.pending = torch.cat([self.pending, hidden[: n_accepted + 1].to(self.pending.dtype)])
+
+
+class HybridDrafter(Drafter):
+    """n-gram lookup when the context has a match, the head otherwise: copying is free, the head guesses."""
+
+    kind = "hybrid"
+
+    def __init__(self, name: str, ngram: NgramDrafter, head: HeadDrafter):
+        super().__init__(name)
+        self.ngram, self.head = ngram, head
+
+    def start(self, prompt_ids, settings, hidden=None):
+        super().start(prompt_ids, settings)
+        self.ngram.start(prompt_ids, settings)
+        self.head.start(prompt_ids, settings, hidden)
+
+    def propose(self, context, k, sampling, generator) -> Proposal:
+        proposal = self.ngram.propose(context, k, sampling, generator)
+        if not proposal.ids.shape[0]:
+            return self.head.propose(context, k, sampling, generator)
+        if not self.tree.on or proposal.ids.shape[0] >= self.tree.budget:
+            # In an n-gram round the head reads nothing: the true features wait for its next proposal.
+            return proposal
+        # A tree with room left: the n-gram branches first, then the head's best guesses beside them (where the
+        # copied text goes wrong, the head's alternatives may be right). Both are kept as certain proposals (one-hot
+        # q): candidates fixed before verification keep recursive rejection sampling exact whatever drew them.
+        copied = proposal.parents if proposal.parents is not None else list(range(-1, proposal.ids.shape[0] - 1))
+        guessed = self.head.propose(context, k, sampling, generator, budget=self.tree.budget - len(copied))
+        tokens, parents = merge_trees((proposal.ids.tolist(), copied),
+                                      (guessed.ids.tolist(), guessed.parents or []), self.tree.budget)
+        return Proposal(torch.tensor(tokens, dtype=torch.long, device=context.device), None, parents)
+
+    def feedback(self, n_accepted, n_drafted, hidden=None, kept=None):
+        super().feedback(n_accepted, n_drafted)
+        self.head.feedback(n_accepted, n_drafted, hidden, kept)
