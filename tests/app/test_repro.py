@@ -18,7 +18,7 @@ from specviz import cli
 from specviz.records import Round
 from tiny import VOCAB, WORDS, make_tokenizer, tiny_llama
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ROUNDS_PAGE = str(ROOT / "pages" / "1_Rounds.py")
 TIMING = {"draft_seconds", "verify_seconds"}
 

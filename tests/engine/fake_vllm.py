@@ -1,7 +1,7 @@
 """FakeVLLM: a FAKE vLLM server for tests. No model runs here; nothing it serves is a measurement.
 
 It answers like vLLM 0.32's OpenAI-compatible server does (the formats were checked against a real
-vLLM 0.32.0 CPU server, whose /metrics is captured in tests/data/): GET /v1/models, GET /version,
+vLLM 0.32.0 CPU server, whose /metrics is captured in tests/engine/data/): GET /v1/models, GET /version,
 GET /metrics in Prometheus text with the vllm:spec_decode_* counters, and streamed POST
 /v1/chat/completions and /v1/completions (server-sent events; a last chunk with `usage` and, when
 configured, `metrics.speculative_decoding`).

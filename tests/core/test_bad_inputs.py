@@ -33,7 +33,7 @@ from specviz.app import controls
 from specviz.cli import main
 from specviz.models import load_model
 
-PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "1_Rounds.py")
+PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "1_Rounds.py")
 PROMPT = "w1 w2 w3 w1 w2 w3 w4"
 TOO_LONG = " ".join(["w5"] * 300)  # the tiny target's context is 256 positions
 
@@ -264,11 +264,11 @@ def page(folders, monkeypatch, offline) -> AppTest:
 
     `default` loads the tiny target folder; the pickers also offer the bad folders, as if typed in.
     """
-    monkeypatch.setattr(ui, "cached_model", lambda name, device="auto", dtype="auto": load_model(
+    monkeypatch.setattr(controls, "cached_model", lambda name, device="auto", dtype="auto": load_model(
         folders["target"] if name == "default" else name, device, dtype))
-    monkeypatch.setattr(ui, "target_options", lambda: ["default", "nobody/no-such-model-xyz", folders["missing"],
+    monkeypatch.setattr(controls, "target_options", lambda: ["default", "nobody/no-such-model-xyz", folders["missing"],
                                                        folders["empty"], folders["bad-config"], folders["bert"]])
-    monkeypatch.setattr(ui, "draft_options", lambda: ["ngram", folders["padded"], folders["foreign"],
+    monkeypatch.setattr(controls, "draft_options", lambda: ["ngram", folders["padded"], folders["foreign"],
                                                       folders["truncated"], folders["bert"], "layerskip:4", "ngram:0"])
     at = AppTest.from_file(PAGE, default_timeout=60).run()
     assert not at.exception

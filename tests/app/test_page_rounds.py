@@ -13,7 +13,7 @@ def _html(at) -> str:
 
 
 def test_home_shows_the_recorded_run_and_runs_live():
-    at = AppTest.from_file("../app.py", default_timeout=300).run()
+    at = AppTest.from_file("../../app.py", default_timeout=300).run()
     assert not at.exception
     assert "sv-accepted" in _html(at) and "sv-resampled" in _html(at)  # the recorded run, before any model call
     at.button(key="home-run").click().run()
@@ -23,7 +23,7 @@ def test_home_shows_the_recorded_run_and_runs_live():
 
 
 def test_rounds_run_replay_and_bad_input_keeps_results():
-    at = AppTest.from_file("../pages/1_Rounds.py", default_timeout=300).run()
+    at = AppTest.from_file("../../pages/1_Rounds.py", default_timeout=300).run()
     assert not at.exception
     assert any("recorded by the project" in i.value for i in at.info)
     at.selectbox(key="rounds-draft").set_value("ngram")
@@ -57,7 +57,7 @@ def test_rounds_run_replay_and_bad_input_keeps_results():
 
 
 def test_rounds_draws_a_token_tree_and_its_mask():
-    at = AppTest.from_file("../pages/1_Rounds.py", default_timeout=300).run()
+    at = AppTest.from_file("../../pages/1_Rounds.py", default_timeout=300).run()
     at.selectbox(key="rounds-draft").set_value("smol-head-8k")
     at.slider(key="rounds-maxnew").set_value(16)
     at.slider(key="rounds-tree").set_value(6)

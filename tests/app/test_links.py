@@ -38,7 +38,7 @@ def test_values_a_page_would_not_accept_are_refused(param, text):
 
 
 def test_theory_page_restores_a_link_and_writes_its_controls_back():
-    at = AppTest.from_file("../pages/5_Theory.py", default_timeout=60)
+    at = AppTest.from_file("../../pages/5_Theory.py", default_timeout=60)
     at.query_params.update({"alpha": "0.55", "gamma": "9", "c": "0.2", "v": "1.5"})
     at.run()
     assert not at.exception
@@ -51,7 +51,7 @@ def test_theory_page_restores_a_link_and_writes_its_controls_back():
 
 
 def test_a_bad_value_in_a_link_is_named_and_the_default_kept():
-    at = AppTest.from_file("../pages/5_Theory.py", default_timeout=60)
+    at = AppTest.from_file("../../pages/5_Theory.py", default_timeout=60)
     at.query_params.update({"alpha": "lots", "gamma": "6"})
     at.run()
     assert not at.exception
@@ -60,7 +60,7 @@ def test_a_bad_value_in_a_link_is_named_and_the_default_kept():
 
 
 def test_a_number_outside_its_slider_is_named_not_a_traceback():
-    at = AppTest.from_file("../pages/5_Theory.py", default_timeout=60)
+    at = AppTest.from_file("../../pages/5_Theory.py", default_timeout=60)
     at.query_params.update({"gamma": "99", "alpha": "-3", "c": "0.3"})
     at.run()
     assert not at.exception

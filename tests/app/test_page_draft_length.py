@@ -20,7 +20,7 @@ from specviz.prompts import load_prompt_set
 
 from tiny import PROMPTS
 
-PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "2_Draft_length.py")
+PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "2_Draft_length.py")
 TIMEOUT = 300  # one script run: the first loads (and may convert) the embedded target
 
 

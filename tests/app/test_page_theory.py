@@ -20,7 +20,7 @@ from app_helpers import figure
 from specviz import theory
 from specviz.records import loads
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PAGE = str(ROOT / "pages" / "5_Theory.py")
 DEMO = ROOT / "assets" / "demo" / "rounds.json"
 

@@ -18,7 +18,7 @@ from specviz.prompts import load_prompt_set
 
 from tiny import PROMPTS
 
-PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "3_Compare_drafts.py")
+PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "3_Compare_drafts.py")
 TIMEOUT = 300  # one script run: the first loads (and may convert) the embedded target
 
 

@@ -16,11 +16,11 @@ def no_model(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the lesson loaded a model")
 
-    monkeypatch.setattr(ui, "load_model", refuse)
+    monkeypatch.setattr(controls, "load_model", refuse)
 
 
 def lesson_page(step: int | None = None) -> AppTest:
-    at = AppTest.from_file("../pages/0_Lesson.py", default_timeout=60)
+    at = AppTest.from_file("../../pages/0_Lesson.py", default_timeout=60)
     if step is not None:
         at.query_params["step"] = str(step)
     return at.run()
@@ -101,7 +101,7 @@ def test_the_distribution_lab_reveals_tv_beside_its_noise_band(no_model):
 def test_rounds_auto_replay_plays_and_pauses(monkeypatch):
     clock = [1000.0]  # the replay's clock, moved by hand: a busy CPU must not decide the outcome
     monkeypatch.setattr(replay, "_now", lambda: clock[0])
-    at = AppTest.from_file("../pages/1_Rounds.py", default_timeout=60).run()  # the recorded demo: no model
+    at = AppTest.from_file("../../pages/1_Rounds.py", default_timeout=60).run()  # the recorded demo: no model
     n = len(controls.load_demo().spec.rounds)
     assert at.session_state["rounds-step"] == n and at.button(key="rounds-play").label == "Play"
     at.select_slider(key="rounds-speed").set_value("4×").run()  # 0.25 s a round

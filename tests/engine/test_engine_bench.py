@@ -1,4 +1,4 @@
-"""engine-bench end to end against FakeVLLM, a FAKE vLLM server on 127.0.0.1 (tests/fake_vllm.py): what it
+"""engine-bench end to end against FakeVLLM, a FAKE vLLM server on 127.0.0.1 (tests/engine/fake_vllm.py): what it
 sends, what it reads back, the records it writes, and its one-line refusals of bad input."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from fake_vllm import FakeConfig, FakeVLLM
 from specviz.cli import main
 from specviz.engine import results
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PROMPTS = [
     {"id": "p1", "prompt": "Write a haiku about the sea."},
     {"id": "p2", "prompt": "List three prime numbers and explain why each is prime."},

@@ -14,7 +14,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "4_Verification_tolerance.py")
+PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "4_Verification_tolerance.py")
 TIMEOUT = 300  # one script run; the first load of the default target converts a GGUF (~25 s, once)
 
 

@@ -11,7 +11,7 @@ from app_helpers import figure
 
 from specviz.engine import results
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PAGE = str(ROOT / "pages" / "7_Serving.py")
 
 
