@@ -1,73 +1,14 @@
-"""SpecViz home: the idea in one picture, a recorded run at once, and a live run in one click."""
+"""SpecViz's entry point (`streamlit run app.py`): the page list, with Home first and the pages in file order.
+
+Home is `home.py`; every other page is a script in pages/, titled and linked from its file name
+(`pages/1_Rounds.py` is "Rounds" at /Rounds), as Streamlit names the pages of a pages/ folder.
+"""
+
+from pathlib import Path
 
 import streamlit as st
 
-from specviz.app import links, controls, room
-from specviz.models import DEFAULT_TARGET
-from specviz.app.views import figures, tokens
-
-st.set_page_config(page_title="SpecViz — speculative decoding, seen and measured", page_icon="🔎", layout="wide")
-controls.page_intro(
-    "SpecViz — see and measure speculative decoding",
-    "A small **draft** model guesses the next γ tokens; the large **target** model checks all of them in "
-    "**one** forward pass; the longest agreeing prefix is kept, the first disagreement is replaced by the "
-    "target's own token — so the output is exactly the target's, produced in fewer target passes.",
-)
-room.room_bar(room.page_id(__file__))
-LENGTHS = (16, 32, 64)
-LINK = [links.Param("home-prompt", "prompt"), links.Param("home-tokens", "max_new", int, choices=lambda: LENGTHS)]
-links.restore(LINK)
-
-T = tokens.token_span
-st.html(
-    tokens.CSS
-    + '<div class="sv-text" style="display:grid;grid-template-columns:auto 1fr;gap:0.4rem 1rem;align-items:center">'
-    + "<b>1 · draft proposes γ=4</b><div>The cat "
-    + "".join(T(w, "drafted", "proposed by the draft") for w in (" sat", " on", " a", " mat"))
-    + "</div><b>2 · target verifies in one pass</b><div>p(sat)=0.62 ≥ q · p(on)=0.71 ≥ q · p(a)=0.05 &lt; q(a)=0.40</div>"
-    + "<b>3 · keep prefix, resample</b><div>The cat "
-    + T(" sat", "accepted", "accepted") + T(" on", "accepted", "accepted") + T(" a", "rejected", "rejected")
-    + T(" mat", "rejected", "discarded with it") + T(" the", "resampled", "drawn from norm(max(0, p − q))")
-    + "</div><b>or, all kept</b><div>The cat " + "".join(T(w, "accepted", "accepted") for w in (" sat", " on", " the", " mat"))
-    + T(".", "bonus", "bonus token from the target's last position") + "</div></div>"
-)
-controls.legend()
-
-st.subheader("A recorded run")
-demo = controls.load_demo()
-if demo is not None:
-    ok, message = figures.fidelity(demo)
-    st.caption(f"{demo.spec.draft} drafting for {demo.spec.target}, γ={demo.spec.settings['gamma']}, recorded on "
-               f"{demo.spec.device}. {message}. Prompt: {demo.spec.prompt[:120]}")
-    st.html(tokens.output_html(demo.spec))
-    for column, (label, value, help_text) in zip(st.columns(7), figures.headline(demo)):
-        column.metric(label, value, help=help_text)
-
-st.subheader("Your turn: a live run of the default pair")
-draft = controls.draft_options()[0]
-prompt = st.text_input("Prompt", value=demo.spec.prompt if demo else "Explain speculative decoding in one paragraph.",
-                       key="home-prompt")
-length = st.select_slider("New tokens", LENGTHS, 64, key="home-tokens", help="A shorter run finishes sooner")
-links.share(LINK)
-run_col, link_col = st.columns([5, 1])
-links.link_box(link_col)
-if run_col.button(f"Run {draft} → {DEFAULT_TARGET} (γ=4, {length} tokens)", type="primary", key="home-run"):
-    with controls.error_box("run"):
-        st.session_state["home-result"] = controls.measured_run(DEFAULT_TARGET, draft, prompt,
-                                                          controls.Decoding(max_new_tokens=length))
-live = st.session_state.get("home-result")
-if live is not None:
-    ok, message = figures.fidelity(live)
-    (st.success if ok else st.warning)(message)
-    st.html(tokens.output_html(live.spec))
-    for column, (label, value, help_text) in zip(st.columns(7), figures.headline(live)):
-        column.metric(label, value, help=help_text)
-    st.page_link("pages/1_Rounds.py", label="Step through it round by round →")
-
-st.divider()
-st.markdown("**Pages**: *Rounds* (every token of a run) · *Draft length* (sweep γ) · *Compare drafts* · "
-            "*Verification tolerance* (speed vs quality) · *Theory* (the formula and a worksheet) · "
-            "*Serving* (a vLLM server under load, beside the lab).")
-# Load the target last: the page above is already shown while this runs (first time: GGUF conversion).
-with controls.error_box("load the default target"):
-    controls.get_target(DEFAULT_TARGET)
+HERE = Path(__file__).parent
+home = st.Page("home.py", title="Home", default=True)
+pages = [st.Page(f"pages/{script.name}") for script in sorted((HERE / "pages").glob("*.py"))]
+st.navigation([home, *pages]).run()

@@ -65,7 +65,7 @@ def stage() -> Stage:
 
 
 def page_id(script: str) -> str:
-    """A page's script as `st.switch_page` takes it: "app.py", "pages/1_Rounds.py"."""
+    """A page's script as `st.switch_page` takes it: "home.py", "pages/1_Rounds.py"."""
     path = Path(script).resolve()
     return str(path.relative_to(APP_DIR)) if path.is_relative_to(APP_DIR) else path.name
 

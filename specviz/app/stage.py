@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 class Slide:
     """One state of the stage; `version` grows by one with every change, so a follower knows it moved."""
 
-    page: str  # the page's script relative to the app, as st.switch_page takes it: "app.py", "pages/1_Rounds.py"
+    page: str  # the page's script relative to the app, as st.switch_page takes it: "home.py", "pages/1_Rounds.py"
     state: dict = field(default_factory=dict)  # session-state key -> value (a position, a run reference)
     version: int = 0
     at: float = 0.0  # time.time() of the change
