@@ -127,7 +127,7 @@ def generate(
         kept = verdict.kept
         keep_branch(cache, ids.shape[1], proposal.ids.shape[0], kept)
         t2 = clock()
-        drafter.feedback(verdict.n_accepted, proposal.ids.shape[0], branch_rows(hidden, kept), kept)
+        drafter.feedback(kept, branch_rows(hidden, kept))
         t3 = clock()
         # 4. Commit the accepted drafts and the next token, stopping at EOS and max-new-tokens.
         emitted = proposal.ids[kept].tolist() + [verdict.next_token]

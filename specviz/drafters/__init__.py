@@ -3,9 +3,12 @@
 A drafter is made fresh for each run and owns its per-run state (a KV cache, an n-gram index,
 the adaptive γ), so the models it reads from can be shared by every session and never change.
 
-    drafter.start(prompt_ids, settings, hidden)      once, before the first round
-    drafter.propose(context, k, ...)                 up to k token ids and q at each (None = one-hot)
-    drafter.feedback(n_accepted, n_drafted, hidden, kept)  roll own state back to what was kept, adapt γ
+    drafter.start(prompt_ids, settings, hidden)    once, before the first round
+    drafter.propose(context, k, sampling, generator)  up to k token ids and q at each (None = one-hot)
+    drafter.feedback(kept, hidden)                  roll own state back to what was kept, adapt γ
+
+A new kind subclasses `Drafter` (base.py), implements `draft` (what `propose` returns), overrides
+`start` and `feedback` where it keeps state, and registers a builder in `registry.DRAFTERS`.
 
 With a tree budget in the settings (specviz.trees) a drafter that can branches: its proposal then
 carries `parents`, and `kept` names the accepted branch's nodes.
@@ -19,7 +22,8 @@ from .base import Drafter, NoDrafter, Proposal, drop_last
 from .head import HeadDrafter, HybridDrafter
 from .model import ModelDrafter, layer_skip_view
 from .ngram import NgramDrafter
-from .registry import DRAFTERS, Loader, build_drafter, head_folder
+from .registry import DRAFTERS, Loader, Spec, build_drafter, head_folder, parse_spec
 
 __all__ = ["DRAFTERS", "Drafter", "HeadDrafter", "HybridDrafter", "Loader", "ModelDrafter", "NgramDrafter",
-           "NoDrafter", "Proposal", "build_drafter", "drop_last", "head_folder", "layer_skip_view"]
+           "NoDrafter", "Proposal", "Spec", "build_drafter", "drop_last", "head_folder", "layer_skip_view",
+           "parse_spec"]

@@ -24,7 +24,7 @@ def drop_last(cache: DynamicCache, count: int) -> None:
 
 
 class Drafter:
-    """Base class: holds γ and its schedule. Subclasses implement `propose`."""
+    """Base class: holds γ and its schedule. Subclasses implement `draft`; the loop calls `propose`."""
 
     kind = "base"
 
@@ -33,6 +33,7 @@ class Drafter:
         self.gamma = 1
         self.adaptive = False
         self.tree = TreeShape()  # budget 0: chains
+        self.drafted = 0  # tokens (or tree nodes) in the last proposal
 
     def start(self, prompt_ids: torch.Tensor, settings: Decoding, hidden: torch.Tensor | None = None) -> None:
         self.gamma = settings.gamma
@@ -40,13 +41,19 @@ class Drafter:
         self.tree = settings.tree
 
     def propose(self, context: torch.Tensor, k: int, sampling: Sampling, generator) -> Proposal:
+        """Up to k drafts after the committed `context` [1, L] (a tree when the settings give one a budget)."""
+        proposal = self.draft(context, k, sampling, generator)
+        self.drafted = proposal.ids.shape[0]
+        return proposal
+
+    def draft(self, context: torch.Tensor, k: int, sampling: Sampling, generator) -> Proposal:
         raise NotImplementedError
 
-    def feedback(self, n_accepted: int, n_drafted: int, hidden: torch.Tensor | None = None,
-                 kept: list[int] | None = None) -> None:
-        """Adaptive γ, the well-known schedule: +2 after a fully accepted round, -1 otherwise."""
-        if self.adaptive and n_drafted:
-            if n_accepted == n_drafted:
+    def feedback(self, kept: list[int], hidden: torch.Tensor | None = None) -> None:
+        """After verification: the kept drafts (by index) and the target's hidden states at the last committed
+        token and each of them. Adaptive γ, the well-known schedule: +2 after a fully kept round, -1 otherwise."""
+        if self.adaptive and self.drafted:
+            if len(kept) == self.drafted:
                 self.gamma = min(MAX_GAMMA, self.gamma + 2)
             else:
                 self.gamma = max(1, self.gamma - 1)
@@ -57,5 +64,5 @@ class NoDrafter(Drafter):
 
     kind = "none"
 
-    def propose(self, context, k, sampling, generator) -> Proposal:
+    def draft(self, context, k, sampling, generator) -> Proposal:
         return Proposal(context.new_empty(0), None)

@@ -44,21 +44,11 @@ class HeadDrafter(Drafter):
         self.cache, self.read, self.true_length, self.feature = KVCache(), 0, 0, None
         self.pending = hidden if hidden is not None else self.pending[:0]
 
-    def propose(self, context, k, sampling, generator, budget: int | None = None) -> Proposal:
-        """Up to k tokens, or with a tree budget a tree (`budget` overrides the settings' node count)."""
-        # Read the pairs (f_j, e(x_{j+1})) for j = read .. L-2: one forward over all of them.
-        new_tokens = context[0, self.read + 1 :]
-        if new_tokens.shape[0] != self.pending.shape[0]:
-            raise RuntimeError(f"head drafter out of step: {new_tokens.shape[0]} tokens, {self.pending.shape[0]} features")
-        if new_tokens.shape[0]:
-            self.feature = self.head.step(self.embedding[new_tokens], self.pending, self.cache)[-1]
-            self.read, self.pending = context.shape[1] - 1, self.pending[:0]
-        self.true_length = self.cache.length
-        if k == 0 or self.cache.length == 0:  # a one-token prompt: no feature to draft from yet
+    def draft(self, context, k, sampling, generator) -> Proposal:
+        if not self._read(context) or k == 0:
             return Proposal(context.new_empty(0), None)
         if self.tree.on:
-            return self._propose_tree(context, k, sampling, generator,
-                                      replace(self.tree, budget=budget) if budget else self.tree)
+            return self._propose_tree(context, k, sampling, generator, self.tree)
         ids, probs = [], []
         feature = self.feature
         for i in range(k):
@@ -72,6 +62,24 @@ class HeadDrafter(Drafter):
         full = torch.zeros(k, self.vocab_size, dtype=probs[0].dtype, device=context.device)
         full[:, self.vocab_ids] = torch.stack(probs)  # q is 0 outside the draft vocabulary
         return Proposal(torch.stack(ids), full)
+
+    def guesses(self, context, depth: int, sampling, generator, budget: int) -> Proposal:
+        """A tree of at most `budget` nodes to set beside another drafter's branches (the hybrid's)."""
+        if not self._read(context) or depth == 0:
+            return Proposal(context.new_empty(0), None)
+        return self._propose_tree(context, depth, sampling, generator, replace(self.tree, budget=budget))
+
+    def _read(self, context) -> bool:
+        """Read the pairs (f_j, e(x_{j+1})) for j = read .. L-2 in one forward; whether there is a feature to draft
+        from (a one-token prompt has none yet)."""
+        new_tokens = context[0, self.read + 1 :]
+        if new_tokens.shape[0] != self.pending.shape[0]:
+            raise RuntimeError(f"head drafter out of step: {new_tokens.shape[0]} tokens, {self.pending.shape[0]} features")
+        if new_tokens.shape[0]:
+            self.feature = self.head.step(self.embedding[new_tokens], self.pending, self.cache)[-1]
+            self.read, self.pending = context.shape[1] - 1, self.pending[:0]
+        self.true_length = self.cache.length
+        return self.cache.length > 0
 
     def _propose_tree(self, context, depth, sampling, generator, shape: TreeShape) -> Proposal:
         """Grow a tree: each expansion reads the chosen nodes' pairs (parent's predicted feature, token) at once."""
@@ -96,14 +104,14 @@ class HeadDrafter(Drafter):
         full[:, self.vocab_ids] = grown.rows  # q is 0 off the draft vocabulary
         return Proposal(torch.tensor(grown.tokens, device=context.device), full, grown.parents)
 
-    def feedback(self, n_accepted, n_drafted, hidden=None, kept=None):
-        super().feedback(n_accepted, n_drafted)
+    def feedback(self, kept, hidden=None):
+        super().feedback(kept)
         # Drop every pair read while drafting (a chain's or a tree's): they carried the head's predicted
         # features. The target's true features for the last committed token and the kept drafts (the
-        # first n_accepted + 1 rows the loop hands over) are read before the next round instead.
+        # rows the loop hands over) are read before the next round instead.
         self.cache.truncate(self.true_length)
         if hidden is not None:
-            self.pending = torch.cat([self.pending, hidden[: n_accepted + 1].to(self.pending.dtype)])
+            self.pending = torch.cat([self.pending, hidden[: len(kept) + 1].to(self.pending.dtype)])
 
 
 class HybridDrafter(Drafter):
@@ -120,7 +128,7 @@ class HybridDrafter(Drafter):
         self.ngram.start(prompt_ids, settings)
         self.head.start(prompt_ids, settings, hidden)
 
-    def propose(self, context, k, sampling, generator) -> Proposal:
+    def draft(self, context, k, sampling, generator) -> Proposal:
         proposal = self.ngram.propose(context, k, sampling, generator)
         if not proposal.ids.shape[0]:
             return self.head.propose(context, k, sampling, generator)
@@ -131,11 +139,11 @@ class HybridDrafter(Drafter):
         # copied text goes wrong, the head's alternatives may be right). Both are kept as certain proposals (one-hot
         # q): candidates fixed before verification keep recursive rejection sampling exact whatever drew them.
         copied = proposal.parents if proposal.parents is not None else list(range(-1, proposal.ids.shape[0] - 1))
-        guessed = self.head.propose(context, k, sampling, generator, budget=self.tree.budget - len(copied))
+        guessed = self.head.guesses(context, k, sampling, generator, self.tree.budget - len(copied))
         tokens, parents = merge_trees((proposal.ids.tolist(), copied),
                                       (guessed.ids.tolist(), guessed.parents or []), self.tree.budget)
         return Proposal(torch.tensor(tokens, dtype=torch.long, device=context.device), None, parents)
 
-    def feedback(self, n_accepted, n_drafted, hidden=None, kept=None):
-        super().feedback(n_accepted, n_drafted)
-        self.head.feedback(n_accepted, n_drafted, hidden, kept)
+    def feedback(self, kept, hidden=None):
+        super().feedback(kept)
+        self.head.feedback(kept, hidden)

@@ -36,7 +36,7 @@ class ModelDrafter(Drafter):
             self.model(prompt_ids[:, :-1], past_key_values=self.cache, use_cache=True, logits_to_keep=1)
             self.seen = prompt_ids.shape[1] - 1
 
-    def propose(self, context, k, sampling, generator) -> Proposal:
+    def draft(self, context, k, sampling, generator) -> Proposal:
         self.context_len = context.shape[1]
         self.grown = None
         if k == 0:
@@ -73,19 +73,19 @@ class ModelDrafter(Drafter):
                           sampling, generator)
         return Proposal(torch.tensor(self.grown.tokens, device=context.device), self.grown.rows, self.grown.parents)
 
-    def feedback(self, n_accepted, n_drafted, hidden=None, kept=None):
-        super().feedback(n_accepted, n_drafted)
-        if n_drafted == 0:
+    def feedback(self, kept, hidden=None):
+        super().feedback(kept)
+        if self.drafted == 0:
             return
         if self.grown is not None:
             # The cache holds the context and the nodes this model read; keep those of the accepted branch.
-            slots = self.feed.kept_slots([self.grown.origin[node] for node in kept or []])
+            slots = self.feed.kept_slots([self.grown.origin[node] for node in kept])
             keep_branch(self.cache, self.context_len, len(self.feed.fed), slots)
             self.seen = self.context_len + len(slots)
             return
-        # Keep the context and the accepted drafts the cache has seen: min(n_accepted, k-1) of them.
+        # Keep the context and the accepted drafts the cache has seen: min(accepted, k-1) of them.
         # After a fully accepted round nothing is dropped: d_k and the bonus token are fed next round.
-        keep = self.context_len + min(n_accepted, n_drafted - 1)
+        keep = self.context_len + min(len(kept), self.drafted - 1)
         drop_last(self.cache, self.seen - keep)
         self.seen = keep
 

@@ -47,7 +47,7 @@ class NgramDrafter(Drafter):
             for start in reversed(self.starts.get(tuple(self.tokens[-n:]), [])[-limit:]):
                 yield self.tokens[start : start + length]
 
-    def propose(self, context, k, sampling, generator) -> Proposal:
+    def draft(self, context, k, sampling, generator) -> Proposal:
         self._extend(context[0, len(self.tokens) :].tolist())
         if k > 0 and self.tree.on:  # a tree: several earlier matches as branches, shared prefixes merged
             tokens, parents = trie(list(self._matches(k, self.tree.budget)), self.tree.budget)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -18,38 +19,70 @@ from .ngram import NgramDrafter
 Loader = Callable[[str], LoadedModel]
 
 
-def _model_drafter(arg: str, target: LoadedModel, load: Loader) -> Drafter:
-    draft = load(arg)
+@dataclass(frozen=True)
+class Spec:
+    """A drafter spec, parsed once: its kind (a key of DRAFTERS), its argument, and a head's folder when it names one."""
+
+    kind: str
+    arg: str
+    folder: Path | None = None
+
+
+def parse_spec(spec: str) -> Spec:
+    """'ngram', 'ngram:4', 'layerskip:8', 'target', 'head:NAME', 'ngram+head:NAME', 'model:NAME', or a bare name:
+    a head's (shipped, trained here, or a folder path), with 'ngram+' before it the hybrid, else a model's."""
+    spec = (spec or "").strip()
+    if not spec:
+        raise ConfigError("no drafter given; try ngram, layerskip:8, target or a model name")
+    kind, _, arg = spec.partition(":")
+    if kind in ("head", "ngram+head"):
+        return Spec(kind, arg, head_folder(arg))
+    if kind in DRAFTERS and kind != "model":
+        return Spec(kind, arg)
+    if spec.startswith("ngram+") and (folder := head_folder(spec[len("ngram+"):])):
+        return Spec("ngram+head", spec[len("ngram+"):], folder)
+    if folder := head_folder(spec):
+        return Spec("head", spec, folder)
+    return Spec("model", arg if kind == "model" else spec)
+
+
+def build_drafter(spec: str, target: LoadedModel, load: Loader = load_model) -> Drafter:
+    """A fresh drafter for one run from a spec such as 'ngram', 'layerskip:8', 'target' or a model name."""
+    parsed = parse_spec(spec)
+    return DRAFTERS[parsed.kind](parsed, target, load)
+
+
+def _model_drafter(spec: Spec, target: LoadedModel, load: Loader) -> Drafter:
+    draft = load(spec.arg)
     vocab = shared_vocab(target, draft)
     if draft.device != target.device:
         raise ConfigError(f"{draft.name} is on {draft.device} but the target is on {target.device}")
-    return ModelDrafter(arg, draft.model, vocab)
+    return ModelDrafter(spec.arg, draft.model, vocab)
 
 
-def _ngram_drafter(arg: str, target, load) -> Drafter:
-    n = 3 if not arg else _positive_int(arg, "ngram:N (longest n-gram matched)")
-    return NgramDrafter("ngram" if not arg else f"ngram:{n}", max_ngram=n, min_ngram=min(2, n))
+def _ngram_drafter(spec: Spec, target, load) -> Drafter:
+    n = 3 if not spec.arg else _positive_int(spec.arg, "ngram:N (longest n-gram matched)")
+    return NgramDrafter("ngram" if not spec.arg else f"ngram:{n}", max_ngram=n, min_ngram=min(2, n))
 
 
-def _layerskip_drafter(arg: str, target: LoadedModel, load) -> Drafter:
-    n_layers = _positive_int(arg or "", "layerskip:K (number of target layers to keep)")
+def _layerskip_drafter(spec: Spec, target: LoadedModel, load) -> Drafter:
+    n_layers = _positive_int(spec.arg or "", "layerskip:K (number of target layers to keep)")
     return ModelDrafter(f"layerskip:{n_layers}", layer_skip_view(target.model, n_layers), target.vocab_size)
 
 
-def _head_drafter(arg: str, target: LoadedModel, load) -> Drafter:
-    folder = head_folder(arg)
-    if folder is None:
-        raise ConfigError(f"no draft head named {arg!r}; `python -m specviz models` lists the heads here")
-    head, info = load_head(folder, target.model, target.name)
+def _head_drafter(spec: Spec, target: LoadedModel, load) -> Drafter:
+    if spec.folder is None:
+        raise ConfigError(f"no draft head named {spec.arg!r}; `python -m specviz models` lists the heads here")
+    head, info = load_head(spec.folder, target.model, target.name)
     embedding = target.model.get_input_embeddings().weight
     vocab = torch.tensor(info.vocab, device=embedding.device)
-    return HeadDrafter(folder.name, head, vocab, embedding, target.model.get_output_embeddings().weight,
+    return HeadDrafter(spec.folder.name, head, vocab, embedding, target.model.get_output_embeddings().weight,
                        target.vocab_size)
 
 
-def _hybrid_drafter(arg: str, target: LoadedModel, load) -> Drafter:
-    head = _head_drafter(arg, target, load)
-    return HybridDrafter(f"ngram+{head.name}", _ngram_drafter("", target, load), head)
+def _hybrid_drafter(spec: Spec, target: LoadedModel, load) -> Drafter:
+    head = _head_drafter(spec, target, load)
+    return HybridDrafter(f"ngram+{head.name}", _ngram_drafter(Spec("ngram", ""), target, load), head)
 
 
 def head_folder(name: str):
@@ -61,7 +94,7 @@ def head_folder(name: str):
     return path if name and is_head(path) else None
 
 
-def _target_drafter(arg: str, target: LoadedModel, load) -> Drafter:
+def _target_drafter(spec: Spec, target: LoadedModel, load) -> Drafter:
     return ModelDrafter("target", target.model, target.vocab_size)
 
 
@@ -71,7 +104,7 @@ def _positive_int(text: str, what: str) -> int:
     return int(text)
 
 
-DRAFTERS: dict[str, Callable[[str, LoadedModel, Loader], Drafter]] = {
+DRAFTERS: dict[str, Callable[[Spec, LoadedModel, Loader], Drafter]] = {
     "model": _model_drafter,  # model:NAME, or just NAME: a compatible small causal LM
     "ngram": _ngram_drafter,  # prompt lookup, one-hot q
     "layerskip": _layerskip_drafter,  # layerskip:K, the target's first K layers
@@ -79,18 +112,3 @@ DRAFTERS: dict[str, Callable[[str, LoadedModel, Loader], Drafter]] = {
     "head": _head_drafter,  # head:NAME, or just NAME: a feature-level head over the target's hidden states
     "ngram+head": _hybrid_drafter,  # ngram+head:NAME (or ngram+NAME): n-gram when it matches, the head otherwise
 }
-
-
-def build_drafter(spec: str, target: LoadedModel, load: Loader = load_model) -> Drafter:
-    """A fresh drafter for one run from a spec such as 'ngram', 'layerskip:8', 'target' or a model name."""
-    spec = (spec or "").strip()
-    if not spec:
-        raise ConfigError("no drafter given; try ngram, layerskip:8, target or a model name")
-    kind, _, arg = spec.partition(":")
-    if kind in DRAFTERS and kind != "model":
-        return DRAFTERS[kind](arg, target, load)
-    if spec.startswith("ngram+") and head_folder(spec[len("ngram+"):]):
-        return _hybrid_drafter(spec[len("ngram+"):], target, load)
-    if head_folder(spec):
-        return _head_drafter(spec, target, load)
-    return _model_drafter(arg if kind == "model" else spec, target, load)
