@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import itertools
 import json
 import statistics
 import sys
@@ -19,16 +18,12 @@ import torch
 from .config import TREE_MODES, Decoding, Sampling, TreeShape, Verification
 from .drafters import build_drafter
 from .errors import OUT_OF_MEMORY, ConfigError, SpecVizError
-from .lab.measure import WARMUP_TOKENS, compare, machine, timed, warm_up
+from .lab.bench import BENCH_FIELDS, bench_rows, warm_up_bench  # noqa: F401 — BENCH_FIELDS is re-exported
+from .lab.measure import compare, timed
 from .models import DEFAULT_TARGET, available_models, load_model
-from .lab.peer import has_equivalent, hf_generate
+from .lab.peer import has_equivalent
 from .prompts import check_prompt, first_per_category, load_prompt_set, read_jsonl
 from .records import ACCEPTED, BONUS, REJECTED, RESAMPLED, TARGET, Comparison
-
-BENCH_FIELDS = (
-    "id", "draft", "gamma", "new_tokens", "rounds", "drafted", "accepted", "acceptance_rate",
-    "mean_accepted_tokens", "spec_seconds", "baseline_seconds", "speedup", "identical", "text", "baseline_text",
-)
 
 
 class Parser(argparse.ArgumentParser):
@@ -139,9 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     engine.add_argument("--raw", action="store_true", help="send the prompt as raw text (/v1/completions), "
                                                            "without the chat template")
     engine.add_argument("--out", required=True, help="JSONL file to write, one line per server and concurrency")
-    from .training import distill
+    from . import distill_command
 
-    distill.add_arguments(sub.add_parser("distill", help="distil a tiny draft from the target and save it"))
+    distill_command.add_arguments(sub.add_parser("distill", help="distil a tiny draft from the target and save it"))
     return parser
 
 
@@ -261,11 +256,6 @@ def cmd_run(args) -> int:
     return 0
 
 
-def _tree_label(settings: Decoding) -> str:
-    t = settings.tree
-    return f"tree {t.mode} {t.budget}x{t.branching}, depth {settings.gamma}" if t.on else f"chain γ={settings.gamma}"
-
-
 def cmd_bench(args) -> int:
     settings = _settings(args)
     if args.tree_vs_chain and not settings.tree.on:
@@ -287,63 +277,18 @@ def cmd_bench(args) -> int:
         makers[spec] = (lambda s=spec: build_drafter(s, target, pool))
     from tqdm import tqdm
 
-    first = prompts[0]["prompt"]
-    warm_up(target, None, first, settings)
-    for make, variant in itertools.product(makers.values(), variants):
-        warm_up(target, make, first, variant)
-    if args.compare_hf:
-        short = replace(settings, max_new_tokens=WARMUP_TOKENS)
-        hf_generate(target, None, first, short)
-        for make in makers.values():
-            hf_generate(target, make(), first, short)
-    where = machine(target.device)
+    warm_up_bench(target, makers, prompts, variants, args.compare_hf)
     rows = []
     with out_path.open("w", encoding="utf-8") as out, \
             tqdm(total=len(prompts) * len(makers) * len(variants), file=sys.stderr, unit="run") as bar:
-        for item in prompts:
-            baseline = timed(target, None, item["prompt"], settings, args.repeats)
-            hf_base = _hf_timed(target, None, item["prompt"], settings, args.repeats) if args.compare_hf else None
-            for (spec, make), variant in itertools.product(makers.items(), variants):
-                bar.set_description(f"{item['id']} {spec}")
-                c = compare(target, make, item["prompt"], variant, baseline=baseline, repeats=args.repeats, warm=False)
-                row = {"id": item["id"], "category": item.get("category"), **c.summary()}
-                reached, accepted = c.spec.position_counts()
-                row.update(draft=spec, gamma=variant.gamma, text=c.spec.text, baseline_text=c.baseline.text,
-                           max_new_tokens=variant.max_new_tokens, repeats=args.repeats, machine=where,
-                           position_reached=reached, position_accepted=accepted,
-                           drafting_rounds=c.spec.drafting_rounds, chat=variant.chat, shape=_tree_label(variant),
-                           tree_budget=variant.tree.budget, tree_branching=variant.tree.branching,
-                           tree_mode=variant.tree.mode, verified_per_round=c.spec.mean_verified)
-                if args.compare_hf:
-                    row.update(_hf_fields(c, hf_base, _hf_timed(target, make(), item["prompt"], variant, args.repeats)))
-                row = {**{k: row[k] for k in BENCH_FIELDS}, **{k: v for k, v in row.items() if k not in BENCH_FIELDS}}
-                out.write(json.dumps(row) + "\n")
-                out.flush()
-                rows.append(row)
-                bar.update()
+        for row in bench_rows(target, makers, prompts, variants, args.repeats, args.compare_hf,
+                              on_run=bar.set_description, warm=False):
+            out.write(json.dumps(row) + "\n")
+            out.flush()
+            rows.append(row)
+            bar.update()
     print_summary(rows)
     return 0
-
-
-def _hf_timed(target, drafter, prompt, settings, repeats) -> tuple[list[int], float]:
-    """transformers' output and the median of its wall times."""
-    runs = [hf_generate(target, drafter, prompt, settings) for _ in range(max(1, repeats))]
-    return runs[0][0], statistics.median(seconds for _, seconds in runs)
-
-
-def _hf_fields(c: Comparison, hf_base, hf_spec) -> dict:
-    """Ratios to transformers: tokens/s of ours ÷ theirs, same drafter and γ (and for the baseline)."""
-    (base_ids, base_s), (spec_ids, spec_s) = hf_base, hf_spec
-    ours_spec, ours_base = c.spec.new_tokens / c.spec_seconds, c.baseline.new_tokens / c.baseline_seconds
-    return {
-        "hf_seconds": spec_s,
-        "hf_identical": spec_ids == c.spec.output_ids,
-        "hf_speedup": base_s / spec_s if spec_s else 0.0,
-        "hf_baseline_seconds": base_s,
-        "hf_baseline_identical": base_ids == c.baseline.output_ids,
-        "ratio_vs_hf": ours_spec / (len(spec_ids) / spec_s) if spec_ids else 0.0,
-        "baseline_ratio_vs_hf": ours_base / (len(base_ids) / base_s) if base_ids else 0.0,
-    }
 
 
 def theory_ratio(row: dict) -> float:
@@ -427,9 +372,9 @@ def cmd_verify_cost(args) -> int:
 
 
 def cmd_distill(args) -> int:
-    from .training import distill
+    from . import distill_command
 
-    return distill.run(args)
+    return distill_command.run(args)
 
 
 COMMANDS = {"models": cmd_models, "run": cmd_run, "bench": cmd_bench, "engine-bench": cmd_engine_bench,

@@ -14,7 +14,6 @@ figures come from the EVAL prompts (evaluate.py).
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import re
@@ -333,53 +332,6 @@ def evaluate_drafts(cfgs: list[DistillConfig], target: LoadedModel, per_category
     return results
 
 
-# --- the subcommand ------------------------------------------------------------------------------
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    from .train_head import add_head_arguments
-
-    d = DistillConfig()
-    p.add_argument("--kind", choices=("draft", "head"), default="draft",
-                   help="draft: a standalone tiny causal LM; head: a feature-level head over the target's hidden "
-                        "states (EAGLE-style), which is what pays off on the embedded pair")
-    p.add_argument("--target", default=d.target, help="target to distil from: default, a local folder or a hub id")
-    p.add_argument("--name", default="", help="draft name (default smol-draft-<layers>l<hidden>, smol-head-<vocab>k)")
-    p.add_argument("--layers", type=int, default=d.layers, help=f"decoder layers (default {d.layers})")
-    p.add_argument("--hidden", type=int, default=d.hidden, help=f"hidden size (default {d.hidden})")
-    p.add_argument("--heads", type=int, default=0, help="attention heads (default hidden/64)")
-    p.add_argument("--intermediate", type=int, default=0, help="MLP width (default 4 x hidden)")
-    p.add_argument("--steps", type=int, default=None, help=f"training steps (default {d.steps}; heads 2000)")
-    p.add_argument("--batch-size", type=int, default=None, help=f"sequences per step (default {d.batch_size})")
-    p.add_argument("--lr", type=float, default=None, help=f"peak learning rate (default {d.lr:g}; heads 0.002)")
-    p.add_argument("--samples", type=int, default=d.samples,
-                   help=f"sampled target answers per train prompt, besides the greedy one (default {d.samples})")
-    p.add_argument("--max-new-tokens", type=int, default=None, help="answer length cap for the data (default 96; heads 128)")
-    p.add_argument("--max-prompts", type=int, default=0, help="train prompts per category (default all)")
-    p.add_argument("--data-minutes", type=float, default=0.0,
-                   help="stop generating data after this many minutes in all (greedy answers first; default no limit)")
-    p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--out", default="", help="draft folder (default assets/drafts/<name>)")
-    p.add_argument("--work", default="", help="data, checkpoints and loss logs (default artifacts/distill)")
-    p.add_argument("--resume", action="store_true", help="continue training from the last checkpoint")
-    p.add_argument("--eval-prompts", type=int, default=0, help="eval prompts per category for the model card (default all)")
-    p.add_argument("--no-eval", action="store_true", help="skip the evaluation (the card then has no figures)")
-    p.add_argument("--eval-only", action="store_true", help="evaluate the saved draft and rewrite its card; no training")
-    p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda, mps")
-    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's choice)")
-    add_head_arguments(p)
-
-
-def config_from_args(args) -> DistillConfig:
-    given = {k: v for k, v in (("steps", args.steps), ("batch_size", args.batch_size), ("lr", args.lr),
-                               ("max_new_tokens", args.max_new_tokens)) if v is not None}
-    return DistillConfig(
-        target=args.target, name=args.name, layers=args.layers, hidden=args.hidden, heads=args.heads,
-        intermediate=args.intermediate, **given,
-        samples=args.samples, max_prompts=args.max_prompts,
-        data_minutes=args.data_minutes, seed=args.seed,
-        out=args.out, work=args.work, device=args.device, resume=args.resume,
-    )
-
-
 def distill(cfg: DistillConfig, say: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> Path:
     """Data, training and the saved folder with its card (without figures until `evaluate_drafts`)."""
     target = load_model(cfg.target, device=cfg.device, progress=say)
@@ -392,28 +344,3 @@ def distill(cfg: DistillConfig, say: Callable[[str], None] = lambda m: print(m, 
     (folder / "README.md").write_text(model_card(summary, None), encoding="utf-8")
     say(f"saved {folder} (loss {training.final_loss:.3f}, greedy agreement {training.final_agreement:.1%})")
     return folder
-
-
-def run(args) -> int:
-    """`python -m specviz distill ...`: distil (unless --eval-only), then evaluate and print the figures."""
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    if args.kind == "head":
-        from .train_head import run as run_head
-
-        return run_head(args)
-    cfg = config_from_args(args)
-    if args.eval_only:
-        if not (cfg.run_dir / "summary.json").is_file() or not (cfg.out_dir / "config.json").is_file():
-            raise SpecVizError(f"no distilled draft {cfg.draft_name} to evaluate; run without --eval-only first")
-    else:
-        print(f"draft saved to {distill(cfg)}")
-    if args.no_eval:
-        return 0
-    target = load_model(cfg.target, device=cfg.device)
-    ev = evaluate_drafts([cfg], target, per_category=args.eval_prompts)[cfg.draft_name]
-    print(f"\n{'category':<14} {'prompts':>7} {'α':>6} {'acc/round':>9} {'c':>6} {'speedup':>8} {'identical':>9}")
-    for name, f in [*ev["categories"].items(), ("all", ev["all"])]:
-        print(f"{name:<14} {f['prompts']:>7} {f['alpha']:>6.3f} {f['mean_accepted_tokens']:>9.2f} {f['c']:>6.3f} "
-              f"{f['speedup']:>7.2f}x {f['identical']:>5}/{f['prompts']}")
-    return 0

@@ -16,7 +16,7 @@ import json
 import pytest
 import torch
 
-import specviz.training.distill as distill
+from specviz import distill_command
 from specviz.config import Decoding
 from specviz.decode import generate
 from specviz.training.distill import DistillConfig, generate_data, new_draft, save_draft, train
@@ -143,13 +143,13 @@ def test_command_distils_evaluates_and_writes_the_model_card(target, tmp_path, c
     target.model.save_pretrained(tmp_path / "target")
     target.tokenizer.save_pretrained(tmp_path / "target")
     parser = argparse.ArgumentParser()
-    distill.add_arguments(parser)
+    distill_command.add_arguments(parser)
     args = parser.parse_args([
         "--target", str(tmp_path / "target"), "--name", "tiny-cli", "--layers", "1", "--hidden", "16",
         "--steps", "3", "--batch-size", "4", "--samples", "1", "--max-new-tokens", "8", "--max-prompts", "1",
         "--eval-prompts", "1", "--out", str(tmp_path / "tiny-cli"), "--work", str(tmp_path / "work"),
     ])
-    assert distill.run(args) == 0
+    assert distill_command.run(args) == 0
     card = (tmp_path / "tiny-cli" / "README.md").read_text()
     assert "14 sequences (7 greedy, 7 sampled" in card  # one train prompt per category, greedy and sampled
     assert "| **all** | 7 |" in card and "identical output" in card  # one eval prompt per category

@@ -1,0 +1,31 @@
+"""The lab bench's rows on the tiny pair: one per prompt, draft and variant, with the fields the JSONL promises."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from specviz.config import Decoding, TreeShape
+from specviz.lab.bench import BENCH_FIELDS, bench_rows
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+PROMPTS = [{"id": "a", "prompt": "w1 w2 w3 w4 w5", "category": "chat"}, {"id": "b", "prompt": "w40 w41 w7"}]
+
+
+def test_bench_rows_one_per_prompt_draft_and_variant(target, make_drafter):
+    tree = Decoding(gamma=3, max_new_tokens=8, chat=False, tree=TreeShape(budget=4))
+    variants = [tree, replace(tree, gamma=4, tree=TreeShape())]  # the tree, and the chain of as many nodes
+    makers = {spec: (lambda s=spec: make_drafter(s)) for spec in ("ngram", "tiny-draft")}
+    heard = []
+    rows = list(bench_rows(target, makers, PROMPTS, variants, on_run=heard.append))
+    assert [(r["id"], r["draft"], r["gamma"]) for r in rows] == [
+        (p, d, g) for p in ("a", "b") for d in ("ngram", "tiny-draft") for g in (3, 4)]
+    assert heard == [f"{r['id']} {r['draft']}" for r in rows]
+    for row in rows:
+        assert list(row)[: len(BENCH_FIELDS)] == list(BENCH_FIELDS)
+        assert row["identical"] and row["text"] == row["baseline_text"]  # greedy: the target's own output
+        assert 0 < row["new_tokens"] <= 8
+    assert [r["shape"] for r in rows[:2]] == ["tree dynamic 4x2, depth 3", "chain γ=4"]
+    assert rows[0]["category"] == "chat" and rows[-1]["category"] is None
