@@ -1,13 +1,12 @@
 """Distil: train a tiny draft or a draft head from the target itself, then race it against the shipped drafts."""
 
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
-from specviz.app import links, controls, room
-from specviz.training import distill, train_head
-from specviz.config import Decoding
-from specviz.models import cache_dir, draft_folders, user_drafts_dir
+from specviz.app import controls, links, room
+from specviz.app.views import training_charts
+from specviz.models import user_drafts_dir
+from specviz.training import quick, train_head
 
 st.set_page_config(page_title="Distil · SpecViz", page_icon="🔎", layout="wide")
 controls.page_intro(
@@ -68,9 +67,7 @@ def on_step_of(losses: list[dict], bar, curve):
 
 
 if kind == "draft head" and st.button(f"Distil {name}", type="primary", key="ds-run"):
-    cfg = train_head.HeadConfig(name=name, steps=steps, samples=samples, max_prompts=per_category, max_new_tokens=answer_tokens,
-                          document_tokens=documents, warmup=min(100, max(1, steps // 10)),
-                          out=str(user_drafts_dir() / name), work=str(cache_dir() / "heads"))
+    cfg = quick.small_head_config(name, steps, samples, per_category, answer_tokens, documents)
     losses: list[dict] = []
     state["ds-result"] = {"name": name, "losses": losses, "evaluation": None}
     with controls.error_box("train the head"), controls.exclusive():
@@ -78,33 +75,23 @@ if kind == "draft head" and st.button(f"Distil {name}", type="primary", key="ds-
         with st.status("The target answers the training prompts and reads the documents…") as status:
             bar, curve = st.progress(0.0, text="Training…"), st.empty()
             folder = train_head.train_head(cfg, target, progress=False, say=status.write,
-                                     on_step=on_step_of(losses, bar, curve))
+                                           on_step=on_step_of(losses, bar, curve))
             status.update(label=f"Trained {name}", state="complete")
-        rivals = ["ngram"] + [f for kind_, f in draft_folders() if kind_ == "shipped draft"]
         with st.spinner("Racing the new head against the shipped drafts on evaluation prompts…"):
-            state["ds-result"]["evaluation"] = distill.measure_drafts(
-                [folder, f"ngram+head:{folder}", *rivals], target, distill.eval_prompts(eval_prompts),
-                Decoding(gamma=3, max_new_tokens=32), progress=False)
+            state["ds-result"]["evaluation"] = quick.race_head(folder, target, eval_prompts)
 elif kind != "draft head" and st.button(f"Distil {name}", type="primary", key="ds-run"):
-    work = cache_dir() / "distill"
-    cfg = distill.DistillConfig(layers=layers, hidden=hidden, steps=steps, samples=samples, max_prompts=per_category,
-                                max_new_tokens=answer_tokens, name=name, out=str(user_drafts_dir() / name),
-                                work=str(work))
+    cfg = quick.small_draft_config(name, layers, hidden, steps, samples, per_category, answer_tokens)
     losses: list[dict] = []
     state["ds-result"] = {"name": name, "losses": losses, "evaluation": None}
     with controls.error_box("distil the draft"), controls.exclusive():
         target = controls.get_target(cfg.target)
         with st.status("The target answers the training prompts…") as status:
-            data = distill.generate_data(target, cfg, prompts=distill.train_prompts(per_category), progress=False)
+            data = quick.draft_data(cfg, target)
             status.update(label=f"Data: {len(data.sequences)} answers, {data.answer_tokens:,} tokens", state="complete")
         bar, curve = st.progress(0.0, text="Training…"), st.empty()
-        training = distill.train(cfg, target, data, progress=False, on_step=on_step_of(losses, bar, curve))
-        folder = distill.save_draft(training.model, target, cfg.out_dir)
-        rivals = [f for kind, f in draft_folders() if kind == "shipped draft"]
+        folder = quick.train_draft(cfg, target, data, on_step_of(losses, bar, curve))
         with st.spinner("Racing the new draft against the shipped ones on evaluation prompts…"):
-            state["ds-result"]["evaluation"] = distill.measure_drafts(
-                [folder, *rivals], target, distill.eval_prompts(eval_prompts), Decoding(gamma=4, max_new_tokens=32),
-                progress=False)
+            state["ds-result"]["evaluation"] = quick.race_draft(folder, target, eval_prompts)
 
 result = state.get("ds-result")
 if not result:
@@ -112,19 +99,8 @@ if not result:
             "trains in a few minutes on a CPU; the shipped drafts saw far more data.")
     st.stop()
 if result["losses"]:
-    frame = pd.DataFrame(result["losses"])
-    fig = go.Figure()
-    fig.add_scatter(x=frame["step"], y=frame["loss"], name="loss", mode="lines")
-    fig.add_scatter(x=frame["step"], y=frame["agreement"], name="agreement with the target", yaxis="y2", mode="lines")
-    fig.update_layout(title=f"Training {result['name']}", xaxis_title="step", yaxis_title="loss", height=320,
-                      yaxis2=dict(overlaying="y", side="right", range=[0, 1], title="greedy agreement"))
-    st.plotly_chart(fig, key="ds-loss")
+    st.plotly_chart(training_charts.training_figure(result["losses"], result["name"]), key="ds-loss")
 if result["evaluation"]:
-    rows = [{"draft": ("ngram+" if str(path).startswith("ngram+") else "") + str(path).rsplit("/", 1)[-1],
-             "α": e["all"]["alpha"],
-             "tokens / round": e["all"]["mean_accepted_tokens"], "c": e["all"]["c"],
-             "measured speedup": e["all"]["speedup"], "identical": f"{e['all']['identical']}/{e['all']['prompts']}"}
-            for path, e in result["evaluation"].items()]
     st.subheader("Against the shipped drafts (greedy, γ=4, 32 tokens, evaluation prompts)")
-    st.dataframe(pd.DataFrame(rows), hide_index=True)
+    st.dataframe(training_charts.race_table(result["evaluation"]), hide_index=True)
     st.success(f"**{result['name']}** is saved in {user_drafts_dir()} and now appears in every draft picker.")

@@ -1,0 +1,56 @@
+"""Quick distillation for the Distil page: a small draft or head from a few prompts, raced against the shipped drafts.
+
+The page picks the sizes; this says where the result goes (the user's drafts folder, so it appears in
+every picker), how it is trained, and what it races against on the evaluation prompts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from ..config import Decoding
+from ..models import LoadedModel, cache_dir, draft_folders, user_drafts_dir
+from .answers import eval_prompts, train_prompts
+from .distill import DistillConfig, generate_data, save_draft, train
+from .evaluate import measure_drafts
+from .train_head import HeadConfig
+
+
+def small_head_config(name: str, steps: int, samples: int, per_category: int, answer_tokens: int,
+                documents: int) -> HeadConfig:
+    return HeadConfig(name=name, steps=steps, samples=samples, max_prompts=per_category, max_new_tokens=answer_tokens,
+                      document_tokens=documents, warmup=min(100, max(1, steps // 10)),
+                      out=str(user_drafts_dir() / name), work=str(cache_dir() / "heads"))
+
+
+def small_draft_config(name: str, layers: int, hidden: int, steps: int, samples: int, per_category: int,
+                 answer_tokens: int) -> DistillConfig:
+    return DistillConfig(layers=layers, hidden=hidden, steps=steps, samples=samples, max_prompts=per_category,
+                         max_new_tokens=answer_tokens, name=name, out=str(user_drafts_dir() / name),
+                         work=str(cache_dir() / "distill"))
+
+
+def draft_data(cfg: DistillConfig, target: LoadedModel):
+    """The target's answers to the first `max_prompts` training prompts of each workload."""
+    return generate_data(target, cfg, prompts=train_prompts(cfg.max_prompts), progress=False)
+
+
+def train_draft(cfg: DistillConfig, target: LoadedModel, data, on_step: Callable[[dict], None]) -> Path:
+    """Train on the answers and save the draft in the user's drafts folder."""
+    training = train(cfg, target, data, progress=False, on_step=on_step)
+    return save_draft(training.model, target, cfg.out_dir)
+
+
+def race_head(folder: Path, target: LoadedModel, per_category: int) -> dict[str, dict]:
+    """The new head, alone and behind n-gram lookup, against ngram and the shipped drafts (greedy, γ=3, 32 tokens)."""
+    rivals = ["ngram"] + [f for kind, f in draft_folders() if kind == "shipped draft"]
+    return measure_drafts([folder, f"ngram+head:{folder}", *rivals], target, eval_prompts(per_category),
+                          Decoding(gamma=3, max_new_tokens=32), progress=False)
+
+
+def race_draft(folder: Path, target: LoadedModel, per_category: int) -> dict[str, dict]:
+    """The new draft against the shipped drafts (greedy, γ=4, 32 tokens)."""
+    rivals = [f for kind, f in draft_folders() if kind == "shipped draft"]
+    return measure_drafts([folder, *rivals], target, eval_prompts(per_category), Decoding(gamma=4, max_new_tokens=32),
+                          progress=False)
