@@ -391,28 +391,28 @@ def step_faster() -> None:
 def step_same() -> None:
     record, source = lab()
     setup = LabSetup(**record.setup)
-    verdict = same_distribution.verdict(record)
+    closeness = same_distribution.closeness(record)
     st.markdown(
-        f"**{verdict.samples} seeded runs per set** of the prompt “{setup.prompt}” (raw text, temperature "
+        f"**{closeness.samples} seeded runs per set** of the prompt “{setup.prompt}” (raw text, temperature "
         f"{setup.temperature:g}, the {setup.top_k} likeliest tokens), each through the real loop; the first generated "
         f"token of each run is counted. Sets: the **target alone**, **exact** speculative sampling with "
         f"{setup.draft} drafting, and **relaxed** verification (lenience l = {setup.lenience:g}: keep with "
         f"min(1, p/(l·q))). Each set has its own seeds. Why sampling and not the formula: the formula is what is being "
         "tested; these are draws from the code that runs.")
-    if predict(steps.same_question(verdict.within(EXACT), source)):
+    if predict(steps.same_question(closeness.within(EXACT), source)):
         st.plotly_chart(lesson_charts.lab_figure(record), key="lesson-lab")
         cols = st.columns(3)
-        cols[0].metric("TV(exact, target)", f"{verdict.tv[EXACT]:.3f}",
+        cols[0].metric("TV(exact, target)", f"{closeness.tv[EXACT]:.3f}",
                        help="total-variation distance between the exact set's and the target-alone set's histograms")
-        cols[1].metric("noise band (95%)", f"≤ {verdict.band:.3f}",
+        cols[1].metric("noise band (95%)", f"≤ {closeness.band:.3f}",
                        help="95% of TVs between two equally large samples of the target alone fall below this "
                             "(bootstrap from the target-alone counts, 1000 draws)")
-        cols[2].metric("TV(relaxed, target)", f"{verdict.tv[RELAXED]:.3f}")
+        cols[2].metric("TV(relaxed, target)", f"{closeness.tv[RELAXED]:.3f}")
         for name in (EXACT, RELAXED):
-            inside = verdict.within(name)
+            inside = closeness.within(name)
             (st.success if inside == (name == EXACT) else st.warning)(
-                f"{name}: TV {verdict.tv[name]:.3f} is {'within' if inside else 'above'} the noise band "
-                f"({verdict.band:.3f}) → {'indistinguishable from the target' if inside else 'a different distribution'}.")
+                f"{name}: TV {closeness.tv[name]:.3f} is {'within' if inside else 'above'} the noise band "
+                f"({closeness.band:.3f}) → {'indistinguishable from the target' if inside else 'a different distribution'}.")
     st.caption(f"{'Recorded by the project' if source == 'rec' else 'Run live in this session'}: "
                f"{sum(len(v) for v in record.first_tokens.values())} runs in {record.seconds:.0f} s on {record.device}"
                + ("." if source != "rec" else f", with `{recording().manifest['made_by']}`."))

@@ -26,7 +26,7 @@ from ..decode import generate
 from ..drafters import Drafter
 from ..models import LoadedModel
 
-TARGET, EXACT, RELAXED = "target alone", "exact", "relaxed"
+ALONE, EXACT, RELAXED = "target alone", "exact", "relaxed"
 SEED_BLOCK = 1_000_000  # set i uses seeds i·SEED_BLOCK + 0 .. n-1
 
 
@@ -51,7 +51,7 @@ class LabSetup:
 
     def rules(self) -> dict[str, Verification | None]:
         """Set name -> verification rule (None: the target alone)."""
-        return {TARGET: None, EXACT: Verification(), RELAXED: Verification("relaxed", lenience=self.lenience)}
+        return {ALONE: None, EXACT: Verification(), RELAXED: Verification("relaxed", lenience=self.lenience)}
 
 
 @dataclass
@@ -123,7 +123,7 @@ def noise_band(reference: list[int], n_other: int, repeats: int = 1000, level: f
 
 
 @dataclass
-class LabVerdict:
+class Closeness:
     tv: dict[str, float]  # set name -> TV against the target-alone set (EXACT, RELAXED)
     band: float  # 95% of chance TVs fall below this
     samples: int
@@ -132,8 +132,8 @@ class LabVerdict:
         return self.tv[name] <= self.band
 
 
-def verdict(record: LabRecord) -> LabVerdict:
+def closeness(record: LabRecord) -> Closeness:
     """TV of exact and relaxed against the target alone, and the noise band they are judged by."""
-    ref = record.first_tokens[TARGET]
+    ref = record.first_tokens[ALONE]
     n = len(record.first_tokens[EXACT])
-    return LabVerdict({name: tv(ref, record.first_tokens[name]) for name in (EXACT, RELAXED)}, noise_band(ref, n), len(ref))
+    return Closeness({name: tv(ref, record.first_tokens[name]) for name in (EXACT, RELAXED)}, noise_band(ref, n), len(ref))

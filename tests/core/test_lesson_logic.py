@@ -8,7 +8,7 @@ import pytest
 
 from specviz.lab import same_distribution
 from specviz.lesson import steps, recordings
-from specviz.lab.same_distribution import EXACT, RELAXED, TARGET
+from specviz.lab.same_distribution import EXACT, RELAXED, ALONE
 from specviz.records import Comparison
 
 REC = recordings.load()
@@ -88,9 +88,9 @@ def test_tv_and_its_noise_band():
 
 
 def test_recorded_lab_exact_within_the_noise_relaxed_above():
-    verdict = same_distribution.verdict(REC.lab)
+    verdict = same_distribution.closeness(REC.lab)
     n = REC.lab.setup["samples"]
-    assert all(len(REC.lab.first_tokens[s]) == n for s in (TARGET, EXACT, RELAXED))
+    assert all(len(REC.lab.first_tokens[s]) == n for s in (ALONE, EXACT, RELAXED))
     assert verdict.within(EXACT), verdict
     assert not verdict.within(RELAXED), verdict
     assert json.loads(json.dumps(REC.lab.to_dict())) == REC.lab.to_dict()

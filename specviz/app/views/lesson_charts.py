@@ -6,13 +6,13 @@ from collections import Counter
 
 import plotly.graph_objects as go
 
-from ...lab.same_distribution import EXACT, RELAXED, TARGET, LabRecord
+from ...lab.same_distribution import EXACT, RELAXED, ALONE, LabRecord
 from ...records import ACCEPTED, BONUS, REJECTED, RESAMPLED, Comparison, Run
 from .charts import P_COLOUR, Q_COLOUR, _layout
 from .tokens import COLOURS
 
-SET_COLOURS = {TARGET: P_COLOUR, EXACT: COLOURS[ACCEPTED], RELAXED: COLOURS[REJECTED]}
-SET_PATTERNS = {TARGET: "", EXACT: "/", RELAXED: "x"}  # colour is never the only cue
+SET_COLOURS = {ALONE: P_COLOUR, EXACT: COLOURS[ACCEPTED], RELAXED: COLOURS[REJECTED]}
+SET_PATTERNS = {ALONE: "", EXACT: "/", RELAXED: "x"}  # colour is never the only cue
 
 
 def step_times_figure(baseline: Run) -> go.Figure:
@@ -80,7 +80,7 @@ def faster_figure(runs: dict[str, Comparison]) -> go.Figure:
 def lab_figure(record: LabRecord, top: int = 10) -> go.Figure:
     """The first token's histogram for each set, side by side (the target's likeliest tokens first)."""
     counts = {name: Counter(tokens) for name, tokens in record.first_tokens.items()}
-    order = [t for t, _ in counts[TARGET].most_common(top)]
+    order = [t for t, _ in counts[ALONE].most_common(top)]
     labels = [repr(record.texts.get(t, str(t)))[1:-1] for t in order] + ["other"]
     fig = go.Figure()
     for name, c in counts.items():
@@ -89,5 +89,5 @@ def lab_figure(record: LabRecord, top: int = 10) -> go.Figure:
         fig.add_bar(x=labels, y=y, name=f"{name} ({n} runs)", marker_color=SET_COLOURS.get(name, Q_COLOUR),
                     marker_pattern_shape=SET_PATTERNS.get(name, ""))
     fig.update_layout(barmode="group")
-    return _layout(fig, f"First token of {len(record.first_tokens[TARGET])} seeded runs per set", "first generated token",
+    return _layout(fig, f"First token of {len(record.first_tokens[ALONE])} seeded runs per set", "first generated token",
                    "share of runs", height=380)
