@@ -2,9 +2,9 @@
 
 import streamlit as st
 
-from specviz.app import links, controls, room
-from specviz.models import DEFAULT_TARGET
+from specviz.app import controls, links, room
 from specviz.app.views import figures, tokens
+from specviz.models import DEFAULT_TARGET
 
 st.set_page_config(page_title="SpecViz — speculative decoding, seen and measured", page_icon="🔎", layout="wide")
 controls.page_intro(

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from specviz.app import links, controls, replay, room
+from specviz.app import controls, links, replay, room
 from specviz.app.views import charts, figures, tables, tokens, tree_charts
 
 st.set_page_config(page_title="Rounds · SpecViz", page_icon="🔎", layout="wide")

@@ -2,10 +2,10 @@
 
 import streamlit as st
 
-from specviz.app import links, controls, room, sweep_controls
-from specviz.lab import sweeps
 from specviz import theory
+from specviz.app import controls, links, room, sweep_controls
 from specviz.app.views import sweep_charts
+from specviz.lab import sweeps
 
 st.set_page_config(page_title="Draft length · SpecViz", page_icon="🔎", layout="wide")
 controls.page_intro(

@@ -2,9 +2,9 @@
 
 import streamlit as st
 
-from specviz.app import links, controls, room, sweep_controls
-from specviz.lab import sweeps
+from specviz.app import controls, links, room, sweep_controls
 from specviz.app.views import figures, sweep_charts, tokens
+from specviz.lab import sweeps
 
 st.set_page_config(page_title="Compare drafts · SpecViz", page_icon="🔎", layout="wide")
 controls.page_intro(

@@ -3,10 +3,10 @@
 import numpy as np
 import streamlit as st
 
-from specviz.app import links, controls, room
-from specviz.lab import quality
-from specviz.drafters import build_drafter
+from specviz.app import controls, links, room
 from specviz.app.views import theory_charts, tokens
+from specviz.drafters import build_drafter
+from specviz.lab import quality
 
 st.set_page_config(page_title="Verification tolerance · SpecViz", page_icon="🔎", layout="wide")
 controls.page_intro(

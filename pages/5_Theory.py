@@ -2,10 +2,10 @@
 
 import streamlit as st
 
-from specviz.app import links, room
 from specviz import theory
-from specviz.lab import verify_cost
+from specviz.app import links, room
 from specviz.app.views import theory_charts
+from specviz.lab import verify_cost
 
 st.set_page_config(page_title="Theory · SpecViz", page_icon="🔎", layout="wide")
 st.title("Theory — what speedup to expect")

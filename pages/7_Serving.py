@@ -3,8 +3,8 @@
 import streamlit as st
 
 from specviz.app import controls, room
-from specviz.engine import results
 from specviz.app.views import serving_charts
+from specviz.engine import results
 
 st.set_page_config(page_title="Serving · SpecViz", page_icon="🔎", layout="wide")
 controls.page_intro(

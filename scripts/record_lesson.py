@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from specviz.lesson import recordings  # noqa: E402
-from specviz.lab.same_distribution import LabSetup  # noqa: E402
 from specviz.errors import SpecVizError  # noqa: E402
+from specviz.lab.same_distribution import LabSetup  # noqa: E402
+from specviz.lesson import recordings  # noqa: E402
 from specviz.models import DEFAULT_TARGET, load_model  # noqa: E402
 
 

@@ -20,8 +20,8 @@ from .drafters import build_drafter
 from .errors import OUT_OF_MEMORY, ConfigError, SpecVizError
 from .lab.bench import BENCH_FIELDS, bench_rows, warm_up_bench  # noqa: F401 — BENCH_FIELDS is re-exported
 from .lab.measure import compare, timed
-from .models import DEFAULT_TARGET, available_models, load_model
 from .lab.peer import has_equivalent
+from .models import DEFAULT_TARGET, available_models, load_model
 from .prompts import check_prompt, first_per_category, load_prompt_set, read_jsonl
 from .records import ACCEPTED, BONUS, REJECTED, RESAMPLED, TARGET, Comparison
 

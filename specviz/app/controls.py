@@ -19,15 +19,15 @@ import torch
 
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from . import links, room
-from ..lab import measure
 from ..config import Decoding, Sampling, TreeShape, Verification  # noqa: F401 — Decoding is re-exported for pages
 from ..drafters import build_drafter
-from ..errors import OUT_OF_MEMORY, SpecVizError
 from ..drafters.head_net import is_head
+from ..errors import OUT_OF_MEMORY, SpecVizError
+from ..lab import measure
 from ..models import DEFAULT_TARGET, draft_folders, load_model, pick_device
 from ..prompts import CATEGORIES, check_prompt, load_prompt_set
 from ..records import Comparison, load_comparisons, loads
+from . import links, room
 from .run_queue import RunQueue
 from .views import tables
 from .views.tokens import legend_html

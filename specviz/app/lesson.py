@@ -13,14 +13,14 @@ from dataclasses import replace
 import pandas as pd
 import streamlit as st
 
-from ..lab import same_distribution
-from ..lesson import steps, recordings
-from . import links, controls
 from ..config import Decoding
+from ..lab import same_distribution
 from ..lab.same_distribution import EXACT, RELAXED, LabRecord, LabSetup
+from ..lesson import recordings, steps
 from ..lesson.steps import STEPS, Question, Score
 from ..models import DEFAULT_TARGET
 from ..records import Comparison, Round, Run
+from . import controls, links
 from .views import charts, lesson_charts, tokens
 
 STEP, LIVE, SCORE, SKIPPED = "lesson-step", "lesson-live", "lesson-score", "lesson-skipped"

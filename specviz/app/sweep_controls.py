@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from . import controls
 from ..lab.sweeps import INTERRUPTED, STOPPED, OnPoint, Point, ShouldStop, Sweep
+from . import controls
 
 
 def controls(key: str, label: str, disabled: bool, stop_help: str) -> bool:

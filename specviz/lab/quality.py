@@ -22,12 +22,12 @@ import sacrebleu
 import torch
 from rouge_score import rouge_scorer
 
-from . import measure
 from ..config import Decoding, Verification
 from ..drafters import Drafter
 from ..errors import ConfigError
 from ..models import LoadedModel
 from ..records import Comparison, Run, token_agreement  # noqa: F401 — re-exported
+from . import measure
 
 TAU, LENIENCE = "tau", "lenience"
 

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
-from . import measure
 from .. import theory
 from ..config import MAX_GAMMA, Decoding, TreeShape
 from ..drafters import Loader, build_drafter
 from ..errors import ConfigError
 from ..models import LoadedModel, load_model
 from ..records import Comparison, Run
+from . import measure
 
 MIN_DRAFTS, MAX_DRAFTS = 2, 4  # a comparison of one is no comparison; more than four is unreadable
 

@@ -21,11 +21,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from ..lab import measure
 from ..config import Decoding, Sampling, Verification
-from ..lab.same_distribution import LabRecord, LabSetup, sample_first_tokens
 from ..drafters import Loader, build_drafter
 from ..errors import SpecVizError
+from ..lab import measure
+from ..lab.same_distribution import LabRecord, LabSetup, sample_first_tokens
 from ..models import LoadedModel
 from ..prompts import load_prompt_set
 from ..records import Comparison, Run, dumps, load_comparisons

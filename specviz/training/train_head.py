@@ -28,8 +28,8 @@ import torch
 import torch.nn.functional as F
 
 from ..config import Decoding
-from ..errors import ConfigError, SpecVizError
 from ..drafters.head_net import DraftHead, HeadInfo, HeadShape, embedding_check, save_head
+from ..errors import ConfigError, SpecVizError
 from ..models import SHIPPED_DRAFTS, LoadedModel, load_model
 from . import store
 from .answers import fast_autocast, generate_data, train_prompts

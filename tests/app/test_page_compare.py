@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz.lab import sweeps
 from specviz.config import Decoding
 from specviz.errors import ConfigError
+from specviz.lab import sweeps
 from specviz.prompts import load_prompt_set
 
 from tiny import PROMPTS

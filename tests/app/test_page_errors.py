@@ -2,9 +2,9 @@
 
 import pytest
 
+from specviz.app.controls import load_export
 from specviz.cli import main
 from specviz.errors import SpecVizError
-from specviz.app.controls import load_export
 
 
 def _one_line_error(capsys, argv) -> str:

@@ -3,9 +3,9 @@
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz.lesson import steps, recordings
 from specviz.app import controls, replay
 from specviz.config import Decoding
+from specviz.lesson import recordings, steps
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from playwright.sync_api import expect
 
 from browser_helpers import screenshot, wait_idle
 from conftest import ROOT, streamlit_server
-from specviz.lesson import steps, recordings
+from specviz.lesson import recordings, steps
 
 DOCS = ROOT / "docs" / "screenshots"
 

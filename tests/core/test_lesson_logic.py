@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from specviz.lab import same_distribution
-from specviz.lesson import steps, recordings
-from specviz.lab.same_distribution import EXACT, RELAXED, ALONE
+from specviz.lab.same_distribution import ALONE, EXACT, RELAXED
+from specviz.lesson import recordings, steps
 from specviz.records import Comparison
 
 REC = recordings.load()

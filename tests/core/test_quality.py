@@ -14,11 +14,11 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from specviz.lab import quality
 from specviz.config import Decoding, Sampling
 from specviz.decode import generate
 from specviz.drafters import build_drafter
 from specviz.errors import ConfigError
+from specviz.lab import quality
 from specviz.models import LoadedModel
 
 VOCAB = 64

@@ -19,10 +19,10 @@ import torch
 from specviz import distill_command
 from specviz.config import Decoding
 from specviz.decode import generate
-from specviz.training.distill import DistillConfig, generate_data, new_draft, save_draft, train
 from specviz.drafters import ModelDrafter, build_drafter
 from specviz.models import SHIPPED_DRAFTS, load_model
 from specviz.prompts import load_prompt_set
+from specviz.training.distill import DistillConfig, generate_data, new_draft, save_draft, train
 from tiny import VOCAB, WORDS, make_tokenizer, tiny_llama, wrap
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -12,8 +12,8 @@ from tiny import VOCAB
 from specviz.config import Decoding, Sampling
 from specviz.decode import generate
 from specviz.drafters import HeadDrafter, HybridDrafter, build_drafter
-from specviz.errors import ConfigError
 from specviz.drafters.head_net import DraftHead, HeadShape, KVCache, read_info
+from specviz.errors import ConfigError
 from specviz.training.train_head import coverage, unrolled_features
 
 pytestmark = pytest.mark.usefixtures("one_thread")

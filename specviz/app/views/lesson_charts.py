@@ -6,7 +6,7 @@ from collections import Counter
 
 import plotly.graph_objects as go
 
-from ...lab.same_distribution import EXACT, RELAXED, ALONE, LabRecord
+from ...lab.same_distribution import ALONE, EXACT, RELAXED, LabRecord
 from ...records import ACCEPTED, BONUS, REJECTED, RESAMPLED, Comparison, Run
 from .charts import P_COLOUR, Q_COLOUR, _layout
 from .tokens import COLOURS

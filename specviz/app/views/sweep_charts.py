@@ -11,8 +11,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ... import theory
-from ...records import ACCEPTED, BONUS, REJECTED
 from ...lab.sweeps import Point, acceptance_by_position
+from ...records import ACCEPTED, BONUS, REJECTED
 from .charts import P_COLOUR, Q_COLOUR, _layout
 from .tokens import COLOURS
 
