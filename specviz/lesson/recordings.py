@@ -4,7 +4,7 @@ Every step of the lesson reads named comparisons (a speculative run beside the t
 `measure.compare`) and one distribution-lab record. `recipes()` says which runs, with which draft,
 prompt and settings; `scripts/record_lesson.py` measures them all on this machine and writes
 `assets/lesson/` (runs.json, lab.json and manifest.json, which says how and where they were made).
-The app's "run it live" buttons repeat the same recipes through `ui.measured_run`.
+The app's "run it live" buttons repeat the same recipes through `controls.measured_run`.
 
 Sizes: runs shown token by token keep their full records; sweep points drop the target's top
 alternatives and round probabilities and times to 4 significant digits (what the pages display),
