@@ -32,7 +32,7 @@ from .run_queue import RunQueue
 from .views import tables
 from .views.tokens import legend_html
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
 DEMO_RUN = ASSETS / "demo" / "rounds.json"
 
 _log = logging.getLogger("specviz")

@@ -26,7 +26,7 @@ from .stage import Slide, Stage
 
 ROOM_ENV = "SPECVIZ_ROOM"
 KEY_ENV = "SPECVIZ_PRESENTER_KEY"
-APP_DIR = Path(__file__).resolve().parent.parent
+APP_DIR = Path(__file__).resolve().parents[2]
 FOLLOW_POLL_S = 0.5  # a follower sees a new step within this plus one page redraw
 _PRESENTER, _FOLLOW, _FOLLOWED, _GOTO = "_room-presenter", "_room-follow", "_room-followed-version", "_room-goto"
 _COOKIE, _COOKIE_SET, _COOKIE_CLEAR = "specviz-presenter", "_room-cookie-written", "_room-cookie-clear"

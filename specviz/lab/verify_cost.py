@@ -15,7 +15,7 @@ import statistics
 from datetime import date
 from pathlib import Path
 
-VERIFY_COST_FILE = Path(__file__).resolve().parent.parent / "assets" / "trees" / "verify_cost.json"
+VERIFY_COST_FILE = Path(__file__).resolve().parents[2] / "assets" / "trees" / "verify_cost.json"
 
 
 def binary_tree(n: int) -> list[int]:

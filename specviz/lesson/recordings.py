@@ -30,7 +30,7 @@ from ..models import LoadedModel
 from ..prompts import load_prompt_set
 from ..records import Comparison, Run, dumps, load_comparisons
 
-LESSON_DIR = Path(__file__).resolve().parent.parent / "assets" / "lesson"
+LESSON_DIR = Path(__file__).resolve().parents[2] / "assets" / "lesson"
 RUNS, LAB, MANIFEST = "runs.json", "lab.json", "manifest.json"
 DEFAULT_DRAFTS = ("ngram", "ngram+smol-head-8k", "smol-head-8k", "layerskip:8", "smol-draft-2l256")
 GAMMAS = (1, 2, 3, 4, 6, 8)
