@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from specviz.app import controls, links, replay, room
+from specviz.app import autoplay, controls, links, room
 from specviz.app.views import charts, figures, tables, tokens, tree_charts
 
 st.set_page_config(page_title="Rounds · SpecViz", page_icon="🔎", layout="wide")
@@ -68,8 +68,8 @@ if st.session_state.get("rounds-step-of") != id(comparison):  # a new run does n
     st.session_state["rounds-step-of"] = id(comparison)
     st.session_state["rounds-playing"] = False
 p1, p2 = st.columns([1, 4], vertical_alignment="bottom")
-playing = replay.play_pause(p1, "rounds", len(run.rounds))
-interval = replay.interval(p2, "rounds")
+playing = autoplay.play_pause(p1, "rounds", len(run.rounds))
+interval = autoplay.interval(p2, "rounds")
 
 
 @st.fragment(run_every=interval if playing else None)
@@ -77,7 +77,7 @@ def replay():
     """Step through the run; only this part redraws, no model is called. While playing, one round per tick;
     a presenter steps with the keys."""
     n = len(run.rounds)
-    step = replay.tick("rounds", n, interval)
+    step = autoplay.tick("rounds", n, interval)
     keys = room.is_presenter()
     b1, b2, b3, b4, b5 = st.columns([1, 1, 1, 3, 2])
     if b1.button("« First", key="rounds-first", shortcut="Home" if keys else None):

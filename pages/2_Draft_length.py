@@ -35,7 +35,7 @@ with st.sidebar:
 prompts = controls.prompts_picker("dl", "every γ runs on each")
 
 gammas = list(range(low, high + 1))
-run_clicked = sweep_controls.controls("dl", "Run sweep", disabled=settings is None,
+run_clicked = sweep_controls.buttons("dl", "Run sweep", disabled=settings is None,
                                 stop_help="Ends the sweep after the point being measured; the points done are kept")
 if run_clicked and settings is not None:
     def measure(on_point, should_stop):

@@ -43,7 +43,7 @@ valid = sweeps.MIN_DRAFTS <= len(drafts) <= sweeps.MAX_DRAFTS
 if not valid:
     st.warning(f"Pick {sweeps.MIN_DRAFTS} to {sweeps.MAX_DRAFTS} drafters to compare in the sidebar "
                f"({len(drafts)} picked).", icon="⚠️")
-run_clicked = sweep_controls.controls("cmp", "Run comparison", disabled=not valid or settings is None,
+run_clicked = sweep_controls.buttons("cmp", "Run comparison", disabled=not valid or settings is None,
                                 stop_help="Ends the comparison after the run being measured; the runs done are kept")
 if run_clicked and valid and settings is not None:
     setup = {"target": target, "drafts": list(drafts), "prompts": prompts, "settings": settings, "parameters": {}}

@@ -18,7 +18,7 @@ from ..lab.sweeps import INTERRUPTED, STOPPED, OnPoint, Point, ShouldStop, Sweep
 from . import controls
 
 
-def controls(key: str, label: str, disabled: bool, stop_help: str) -> bool:
+def buttons(key: str, label: str, disabled: bool, stop_help: str) -> bool:
     """The Run and Stop buttons; True when Run was pressed. Ends a sweep an earlier run was measuring."""
     run_col, stop_col = st.columns([1, 5])
     run_clicked = run_col.button(label, type="primary", key=f"{key}-run", disabled=disabled)

@@ -3,7 +3,7 @@
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz.app import controls, replay
+from specviz.app import autoplay, controls
 from specviz.config import Decoding
 from specviz.lesson import recordings, steps
 
@@ -100,7 +100,7 @@ def test_the_distribution_lab_reveals_tv_beside_its_noise_band(no_model):
 
 def test_rounds_auto_replay_plays_and_pauses(monkeypatch):
     clock = [1000.0]  # the replay's clock, moved by hand: a busy CPU must not decide the outcome
-    monkeypatch.setattr(replay, "_now", lambda: clock[0])
+    monkeypatch.setattr(autoplay, "_now", lambda: clock[0])
     at = AppTest.from_file("../../pages/1_Rounds.py", default_timeout=60).run()  # the recorded demo: no model
     n = len(controls.load_demo().spec.rounds)
     assert at.session_state["rounds-step"] == n and at.button(key="rounds-play").label == "Play"
