@@ -322,7 +322,7 @@ def test_draft_length_sweep_with_trees_measures_a_tree_at_each_gamma(target, loa
 def test_hybrid_tree_puts_the_heads_guesses_beside_the_copied_text(target, make_drafter):
     drafter = make_drafter("ngram+tiny-head")
     copied = []  # per round: nodes the n-gram lookup proposed, and whether the head drafted beside them
-    ngram_propose, head_propose = drafter.ngram.propose, drafter.head.propose
+    ngram_propose, head_guesses = drafter.ngram.propose, drafter.head.guesses
 
     def spy_ngram(*args):
         proposal = ngram_propose(*args)
@@ -331,9 +331,9 @@ def test_hybrid_tree_puts_the_heads_guesses_beside_the_copied_text(target, make_
 
     def spy_head(*args, **kwargs):
         copied[-1][1] = copied[-1][0] > 0
-        return head_propose(*args, **kwargs)
+        return head_guesses(*args, **kwargs)
 
-    drafter.ngram.propose, drafter.head.propose = spy_ngram, spy_head
+    drafter.ngram.propose, drafter.head.guesses = spy_ngram, spy_head
     prompt = "w40 w41 w7 w40 w41 w7 w40 w41"
     run = generate(target, drafter, prompt, Decoding(gamma=4, max_new_tokens=15, tree=TreeShape(budget=8)))
     assert run.output_ids == generate(target, None, prompt, Decoding(max_new_tokens=15)).output_ids
