@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from .errors import IncompatiblePairError, ModelLoadError
+from .fast_path import prepare
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED_DRAFTS = ROOT / "assets" / "drafts"
@@ -223,6 +224,7 @@ def load_model(
         model.to(dev)
     model.eval()
     model.requires_grad_(False)
+    prepare(model, model.device)
     return LoadedModel(name=name, source=source, model=model, tokenizer=tokenizer, device=model.device, dtype=torch_dtype)
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import copy
 
 import torch
-from transformers import DynamicCache
-
 from ..errors import ConfigError
+from ..fast_path import GrowingCache
 from ..trees import Grown, TreeFeed, additive, grow, keep_branch
 from ..verify import choose, distribution
 from .base import Drafter, Proposal, drop_last
@@ -30,7 +29,7 @@ class ModelDrafter(Drafter):
 
     def start(self, prompt_ids, settings, hidden=None):
         super().start(prompt_ids, settings)
-        self.cache = DynamicCache(config=self.model.config)
+        self.cache = GrowingCache(config=self.model.config)
         self.seen = 0
         if prompt_ids.shape[1] > 1:  # like the target, keep the last prompt token for the first round
             self.model(prompt_ids[:, :-1], past_key_values=self.cache, use_cache=True, logits_to_keep=1)
