@@ -5,7 +5,6 @@ starts it. No model runs here: the Rounds page shows the project's recorded run 
 """
 
 import re
-import shutil
 import time
 from urllib.parse import parse_qs, urlsplit
 
@@ -13,11 +12,10 @@ import pytest
 from playwright.sync_api import expect
 
 from browser_helpers import choose, screenshot, slider, type_number, wait_idle
-from conftest import ROOT, serve
+from conftest import serve
 from specviz import lesson
 
 KEY = "teacher-7f3a"
-DOCS = ROOT / "docs" / "screenshots"
 VIEW = {"width": 1280, "height": 2000}
 
 
@@ -145,7 +143,7 @@ def test_followers_see_the_presenter_s_step_within_2_s_and_can_rejoin(browser, r
     expect(round_label(back, 3)).to_be_visible(timeout=10_000)
     no_exception(presenter, back)
     expect(back.locator(".sv-timeline")).to_be_visible()  # the follower's page has finished drawing
-    shutil.copy(screenshot(presenter, "room_presenter"), DOCS / "room_presenter.png")  # the README's
+    screenshot(presenter, "room_presenter")
     screenshot(back, "room_follower")
 
     back.get_by_role("button", name="Stop following").click()  # a learner may go their own way

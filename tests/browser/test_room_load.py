@@ -9,25 +9,22 @@ What each learner saw is recorded in the browser itself: a MutationObserver, ins
 page loads, keeps every distinct place-in-line note that appeared on the page. A test that polled
 twenty pages from outside could miss a note that came and went between two polls.
 
-The figures (time to the last result, peak RSS, the places shown) go to screenshots/room_load.json
+The figures (time to the last result, peak RSS, the places shown) go to artifacts/room_load.json
 for the README.
 """
 
 import contextlib
-import json
 import re
-import shutil
 import threading
 import time
 
 import psutil
 from playwright.sync_api import expect
 
-from browser_helpers import SCREENSHOTS, screenshot, wait_idle
-from conftest import ROOT, serve
+from browser_helpers import keep_figures, screenshot, wait_idle
+from conftest import serve
 
 SESSIONS = 20
-DOCS = ROOT / "docs" / "screenshots"
 # The server holds one SmolLM2-135M target (~0.6 GB in fp32 with torch around it) whatever the room's
 # size; twenty sessions add their pages' state and results, a few MB each. 2 GiB leaves room for the
 # allocator and fails if sessions were to copy models or keep growing.
@@ -104,8 +101,7 @@ def test_twenty_sessions_press_run_at_once_and_all_get_their_result(browser):
         for page in pages:
             page.get_by_role("button", name=RUN).click()
         expect(pages[-1].get_by_text("in the line")).to_be_visible(timeout=30_000)
-        # what the last learner sees while the others run (the README's)
-        shutil.copy(screenshot(pages[-1], "room_load_waiting"), DOCS / "room_queue.png")
+        screenshot(pages[-1], "room_load_waiting")  # what the last learner sees while the others run
         deadline = started + 600
         for page in pages:  # one page at a time: polling all twenty would take the CPU the runs need
             expect(page.get_by_text(DONE)).to_be_visible(timeout=max(1, deadline - time.time()) * 1000)
@@ -143,7 +139,7 @@ def test_twenty_sessions_press_run_at_once_and_all_get_their_result(browser):
                    "sessions_shown_a_place": len(first_places), "first_places_shown": first_places,
                    "largest_estimate_s": max(estimates), "seconds_to_ready": round(ready, 1),
                    "cpu_seconds_during_runs": {k: round(v, 1) for k, v in used.items()}, "cpu_cores": psutil.cpu_count()}
-        (SCREENSHOTS / "room_load.json").write_text(json.dumps(figures, indent=1))
+        keep_figures("room_load", figures)
         print(figures)
         screenshot(pages[-1], "room_load_last")
         for page in pages:
