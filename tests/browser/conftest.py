@@ -10,12 +10,16 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from browser_helpers import ARTIFACTS
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 HERE = Path(__file__).resolve().parent
+# Playwright's `expect` retries for 5 s by default: a rerun of a page with charts can take longer on a
+# loaded 2-core machine. What is checked stays the same; only the patience grows.
+expect.set_options(timeout=20_000)
 
 
 def pytest_collection_modifyitems(items):
