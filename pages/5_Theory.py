@@ -97,9 +97,14 @@ else:
     a2 = r2.slider("a₂: its third choice is", 0.0, max(0.0, 1.0 - a0 - a1), min(0.06, max(0.0, 1.0 - a0 - a1)), 0.01,
                    key="theory-a2")
     depth = dd.slider("Tree depth at most", 1, 8, 4, key="theory-tree-depth")
+    measured = tree_cost.contexts(cost)
+    context = st.select_slider("Context: tokens already committed when the tree is verified", measured,
+                               value=measured[0], key="theory-context", disabled=len(measured) == 1)
+    cost = tree_cost.at_context(cost, context)
     left, right = st.columns(2)
-    left.plotly_chart(theory_charts.verify_cost_figure(cost), key="theory-verify-cost")
+    left.plotly_chart(theory_charts.verify_cost_figure(cost, context), key="theory-verify-cost")
     right.plotly_chart(theory_charts.tree_vs_chain_figure([a0, a1, a2], c, cost, depth), key="theory-tree")
-    st.caption(f"v(N) measured with `{cost['command']}` on {cost['machine']} ({cost['made']}); one plain step took "
-               f"{1000 * cost['step_seconds']:.1f} ms. The cost ratio c is the slider above. On a GPU v(N) stays near "
-               "1 for small N, which is where trees pay most.")
+    st.caption(f"v(N) measured with `{cost['command']}` on {cost['machine']} ({cost['made']}); at a context of "
+               f"{cost['context']} tokens one plain step took {1000 * cost['step_seconds']:.1f} ms, and the chain-or-tree "
+               "curves use that context's v(N). The cost ratio c is the slider above. On a GPU v(N) stays near 1 for "
+               "small N, which is where trees pay most.")

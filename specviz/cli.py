@@ -52,6 +52,14 @@ def _at_least(low: int):
     return whole
 
 
+def _contexts(text: str) -> tuple[int, ...]:
+    """An argparse type: comma-separated context lengths, each a whole number >= 2."""
+    values = tuple(_at_least(2)(part.strip()) for part in text.split(",") if part.strip())
+    if not values:
+        raise argparse.ArgumentTypeError("give one or more context lengths, e.g. 128,512,1024")
+    return values
+
+
 def _concurrency(text: str) -> list[int]:
     """An argparse type: comma-separated concurrency levels."""
     from .engine.bench import parse_concurrency
@@ -117,7 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     cost = sub.add_parser("verify-cost", help="time one target forward over a token tree of N nodes: v(N) in target steps")
     cost.add_argument("--target", default=DEFAULT_TARGET)
     cost.add_argument("--max-nodes", type=_at_least(1), default=32, help="N = 1 .. this (default 32)")
-    cost.add_argument("--context", type=_at_least(1), default=160, help="committed tokens before the tree (default 160)")
+    cost.add_argument("--context", type=_contexts, default=(128, 512, 1024, 2048),
+                      help="committed tokens before the tree, one or more, comma-separated (default 128,512,1024,2048)")
     cost.add_argument("--repeats", type=_at_least(1), default=20, help="timings per N, median used (default 20)")
     cost.add_argument("--device", default="auto")
     cost.add_argument("--dtype", default="auto")
@@ -415,11 +424,17 @@ def cmd_verify_cost(args) -> int:
     from .tree_cost import measure_verify_cost, save_verify_cost
 
     target = load_model(args.target, args.device, args.dtype, progress=lambda m: print(m, file=sys.stderr))
+    limit = getattr(target.model.config, "max_position_embeddings", None)
+    if limit and max(args.context) + args.max_nodes + 1 > limit:
+        print(f"error: --context {max(args.context)} with --max-nodes {args.max_nodes} exceeds the target's "
+              f"{limit}-token context", file=sys.stderr)
+        return 2
     cost = measure_verify_cost(target, args.max_nodes, args.context, args.repeats)
-    print(f"one target step: {cost['step_seconds'] * 1000:.1f} ms ({cost['machine']})")
-    print(" N  v(N) in steps")
-    for n, v in zip(cost["nodes"], cost["steps"]):
-        print(f"{n:>2}  {v:.2f}")
+    print(f"v(N): one forward over N tree nodes, in plain steps ({cost['machine']})")
+    print(" N  " + "".join(f"{'C=' + str(m['context']):>9}" for m in cost["by_context"]))
+    print("step" + "".join(f"{m['step_seconds'] * 1000:>7.1f}ms" for m in cost["by_context"]))
+    for i, n in enumerate(cost["nodes"]):
+        print(f"{n:>2}  " + "".join(f"{m['steps'][i]:>9.2f}" for m in cost["by_context"]))
     if args.out:
         save_verify_cost(cost, Path(args.out))
         print(f"written to {args.out}")

@@ -17,6 +17,7 @@ from transformers import DynamicCache
 
 from .config import Decoding
 from .drafters import Drafter, NoDrafter, Proposal
+from .fast_path import GrowingCache
 from .models import LoadedModel
 from .prompts import encode
 from .records import BONUS, RESAMPLED, TARGET, Alternative, Round, Run, TreeRecord
@@ -97,7 +98,7 @@ def generate(
     start = clock()
     # Prefill. Invariant: the target cache holds every committed token but the last, which each
     # round feeds again in front of the drafts (its logits predict the first draft).
-    cache = DynamicCache(config=target.model.config)
+    cache = GrowingCache(config=target.model.config)
     hidden = ids.new_empty(0, target.model.config.hidden_size, dtype=target.dtype)
     if len(prompt_ids) > 1:
         hidden, _ = target_forward(target, ids[:, :-1], cache, head=False)

@@ -27,6 +27,7 @@ from transformers import DynamicCache
 
 from .config import MAX_GAMMA, Decoding, Sampling, TreeShape
 from .errors import ConfigError
+from .fast_path import GrowingCache
 from .heads import KVCache, is_head, load_head
 from .models import LoadedModel, draft_folders, load_model, shared_vocab
 from .trees import Grown, TreeFeed, additive, grow, keep_branch, merge_trees, trie
@@ -101,7 +102,7 @@ class ModelDrafter(Drafter):
 
     def start(self, prompt_ids, settings, hidden=None):
         super().start(prompt_ids, settings)
-        self.cache = DynamicCache(config=self.model.config)
+        self.cache = GrowingCache(config=self.model.config)
         self.seen = 0
         if prompt_ids.shape[1] > 1:  # like the target, keep the last prompt token for the first round
             self.model(prompt_ids[:, :-1], past_key_values=self.cache, use_cache=True, logits_to_keep=1)

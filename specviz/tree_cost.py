@@ -23,22 +23,39 @@ def binary_tree(n: int) -> list[int]:
     return [-1 if i < 2 else (i - 2) // 2 for i in range(n)]
 
 
-def measure_verify_cost(target, max_nodes: int = 32, context: int = 160, repeats: int = 20) -> dict:
-    """v(N) for N = 1 .. max_nodes, and the plain step time it is relative to (target: a LoadedModel).
+def measure_verify_cost(target, max_nodes: int = 32, contexts: tuple[int, ...] = (160,), repeats: int = 20) -> dict:
+    """v(N) for N = 1 .. max_nodes after each committed context, and the plain step each is relative to.
 
-    The model stack is imported here, so pages that only show a shipped measurement stay light.
+    target: a LoadedModel. The first context's figures also sit at the top level (`context`,
+    `step_seconds`, `steps`), where readers of one-context files look. The model stack is imported
+    here, so pages that only show a shipped measurement stay light.
     """
+    from .measure import machine
+
+    by_context = [_measure_at(target, max_nodes, context, repeats) for context in contexts]
+    return {
+        "target": target.name,
+        "machine": machine(target.device),
+        "dtype": str(target.dtype).replace("torch.", ""),
+        "repeats": repeats,
+        "nodes": list(range(1, max_nodes + 1)),
+        **by_context[0],
+        "by_context": by_context,
+    }
+
+
+def _measure_at(target, max_nodes: int, context: int, repeats: int) -> dict:
     import torch
-    from transformers import DynamicCache
 
     from .decode import Clock, target_forward
-    from .measure import machine
+    from .fast_path import GrowingCache
     from .trees import keep_branch, target_attention
 
     device, clock = target.device, Clock(target.device)
     generator = torch.Generator().manual_seed(0)
-    ids = torch.randint(100, min(target.vocab_size, 20000), (1, context + max_nodes + 1), generator=generator).to(device)
-    cache = DynamicCache(config=target.model.config)
+    low = min(100, target.vocab_size // 2)  # ordinary tokens, past the special ones
+    ids = torch.randint(low, min(target.vocab_size, 20000), (1, context + max_nodes + 1), generator=generator).to(device)
+    cache = GrowingCache(config=target.model.config)
 
     def forward(n: int) -> float:
         """One forward over the root and n tree nodes (n = 0: a plain step), its head on one row; cache restored."""
@@ -61,21 +78,28 @@ def measure_verify_cost(target, max_nodes: int = 32, context: int = 160, repeats
                 node_times[n].append(forward(n))
     step = statistics.median(step_times)
     return {
-        "target": target.name,
-        "machine": machine(device),
-        "dtype": str(target.dtype).replace("torch.", ""),
         "context": context,
-        "repeats": repeats,
         "step_seconds": step,
-        "nodes": list(node_times),
         "seconds": [statistics.median(t) for t in node_times.values()],
         "steps": [statistics.median(t) / step for t in node_times.values()],
     }
 
 
+def at_context(cost: dict, context: int) -> dict:
+    """The measurement with v(N) of the measured context nearest to `context` (files of one context: as they are)."""
+    measured = cost.get("by_context") or [cost]
+    nearest = min(measured, key=lambda m: abs(m["context"] - context))
+    return {**cost, **nearest}
+
+
+def contexts(cost: dict) -> list[int]:
+    return [m["context"] for m in cost.get("by_context") or [cost]]
+
+
 def save_verify_cost(cost: dict, path: Path) -> None:
     made = {"made": date.today().isoformat(),
-            "command": f"python -m specviz verify-cost --max-nodes {len(cost['nodes'])} --context {cost['context']} "
+            "command": f"python -m specviz verify-cost --max-nodes {len(cost['nodes'])} "
+                       f"--context {','.join(map(str, contexts(cost)))} "
                        f"--repeats {cost['repeats']} --out {path}"}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({**made, **cost}, indent=1), encoding="utf-8")

@@ -13,6 +13,7 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+from specviz.fast_path import prepare
 from specviz.models import LoadedModel
 
 VOCAB = 96  # tokens the shared tokenizer can produce
@@ -76,6 +77,8 @@ def padded_copy(target: LlamaForCausalLM, layers: int, rows: int) -> LlamaForCau
 
 
 def wrap(name: str, model: torch.nn.Module, tokenizer) -> LoadedModel:
+    """A LoadedModel on the CPU, put on the fast path as `load_model` does."""
+    prepare(model, torch.device("cpu"))
     return LoadedModel(name=name, source="built in the test", model=model, tokenizer=tokenizer,
                        device=torch.device("cpu"), dtype=torch.float32)
 

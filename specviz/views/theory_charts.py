@@ -271,14 +271,23 @@ def sweep_table(sweep: Sweep) -> pd.DataFrame:
 
 
 # --- token trees -------------------------------------------------------------------------------
-def verify_cost_figure(cost: dict) -> go.Figure:
-    """v(N) as measured: one target forward over a tree of N drafted nodes, in plain decoding steps."""
-    fig = go.Figure(go.Scatter(x=cost["nodes"], y=cost["steps"], mode="lines+markers", name="v(N) measured",
-                               hovertemplate="N = %{x} nodes: %{y:.2f} target steps<extra></extra>"))
+def verify_cost_figure(cost: dict, context: int | None = None) -> go.Figure:
+    """v(N) as measured: one target forward over a tree of N drafted nodes, in plain decoding steps.
+
+    One line per measured context; the chosen one (nearest `context`) first and solid, the others dotted.
+    """
+    measured = cost.get("by_context") or [cost]
+    chosen = min(measured, key=lambda m: abs(m["context"] - (context or measured[0]["context"])))
+    fig = go.Figure()
+    for m in [chosen] + [m for m in measured if m is not chosen]:
+        fig.add_trace(go.Scatter(x=cost["nodes"], y=m["steps"], mode="lines+markers", name=f"context {m['context']}",
+                                 line_dash="solid" if m is chosen else "dot", opacity=1.0 if m is chosen else 0.6,
+                                 hovertemplate=f"context {m['context']}, N = %{{x}} nodes: %{{y:.2f}} target steps"
+                                               "<extra></extra>"))
     fig.add_hline(y=1.0, line_dash="dot", annotation_text="one plain step (the paper's v)")
     fig.update_layout(title="Verification cost v(N), measured (machine below)",
                       xaxis_title="drafted tokens verified in one forward (N)", yaxis_title="target steps",
-                      height=360, margin=dict(l=10, r=10, t=50, b=10))
+                      height=360, margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.2))
     return fig
 
 

@@ -1,0 +1,152 @@
+"""The target's forward on the fastest exact path this machine has, for a step and a verification alike.
+
+Speculative decoding pays only when one forward over γ+1 tokens costs about one forward over one.
+On a CPU the model is memory-bound (every forward streams all its weights), so that should hold, but
+the stock path breaks it three ways (measured in benchmarks/profile_verify.py):
+
+- matrix products: the BLAS that torch's CPU build calls for `linear` reads the weights about half
+  as fast as oneDNN does, and slower still for 2–8 rows than for one; `PackedLinear` hands every
+  product to oneDNN with the weight packed once, so 1–8 rows cost about the same;
+- attention: for more than one query the stock function copies the keys and values of the whole
+  context to give each query head its own (`repeat_kv`); `grouped_sdpa` instead lets each key/value
+  head serve its group of query heads as extra query rows, which is the same arithmetic;
+- the KV cache: `DynamicCache` appends by concatenation, so every forward copies the whole cache;
+  `GrowingCache` writes into spare room and hands out views.
+
+The attention and the cache change no arithmetic (bit-identical logits); the products round
+differently from the BLAS, by about 1e-6, as a row computed alone already does against the same
+row among others. The speculative run and the target alone both take this path, and greedy fp32
+output stays token-for-token the target's (tests/test_fast_path.py, the identity tests). Off the
+CPU, or where torch has no oneDNN, the stock path is kept.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import AttentionInterface, DynamicCache
+from transformers.cache_utils import DynamicLayer
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+GROUPED_SDPA = "specviz_grouped_sdpa"
+
+
+def prepare(model: nn.Module, device: torch.device) -> nn.Module:
+    """Put a loaded model on the fast path for its device (in place); returns it.
+
+    SPECVIZ_FAST_PATH=0 keeps the stock path (to compare the two, or to rule the fast path out).
+    """
+    if device.type != "cpu" or os.environ.get("SPECVIZ_FAST_PATH") == "0" or not isinstance(model, nn.Module):
+        return model
+    if getattr(getattr(model, "config", None), "_attn_implementation", None) == "sdpa":
+        model.set_attn_implementation(GROUPED_SDPA)
+    if onednn_available():
+        for name, module in list(model.named_modules()):
+            if type(module) is nn.Linear:
+                model.set_submodule(name, PackedLinear(module))
+    return model
+
+
+def onednn_available() -> bool:
+    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+
+
+class PackedLinear(nn.Linear):
+    """An nn.Linear (same weight and bias parameters) whose inference forward runs oneDNN on a packed weight.
+
+    The packed copy is made again if the weight changes in place; training (gradients on), autocast
+    and other dtypes take the plain `F.linear`.
+    """
+
+    def __init__(self, linear: nn.Linear):
+        nn.Module.__init__(self)
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.weight, self.bias = linear.weight, linear.bias  # shared: tied embeddings stay tied
+        self.packed: torch.Tensor | None = None
+        self.packed_version = -1
+
+    def __getstate__(self):  # copies and pickles leave the packed weight behind (oneDNN's layout has no storage)
+        return {**self.__dict__, "packed": None, "packed_version": -1}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if (x.device.type != "cpu" or x.dtype != self.weight.dtype or torch.is_autocast_enabled("cpu")
+                or (torch.is_grad_enabled() and self.weight.requires_grad)):
+            return F.linear(x, self.weight, self.bias)
+        if self.packed is None or self.packed_version != self.weight._version:
+            self.packed = torch.ops.mkldnn._reorder_linear_weight(self.weight.detach())
+            self.packed_version = self.weight._version
+        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+
+
+def grouped_sdpa(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None, **kwargs):
+    """SDPA for grouped-query attention over several queries without copying keys and values.
+
+    query [B, H, q, D] with H = KV·g heads becomes [B, KV, g·q, D]: each key/value head attends for
+    its g query heads at once, and the mask [B, 1, q, L] is repeated over those g row blocks. One
+    query and mask-free (causal) forwards keep the stock function, which has no copy there either.
+    """
+    batch, heads, q, dim = query.shape
+    groups = heads // key.shape[1]
+    if groups == 1 or q == 1 or attention_mask is None or attention_mask.shape[1] != 1:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, is_causal, **kwargs)
+    query = query.reshape(batch, key.shape[1], groups * q, dim)  # (B, KV, g·q, D)
+    attention_mask = attention_mask.expand(batch, 1, q, -1).repeat(1, 1, groups, 1)  # (B, 1, g·q, L)
+    out = F.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling)
+    return out.reshape(batch, heads, q, dim).transpose(1, 2).contiguous(), None  # (B, q, H, D)
+
+
+AttentionInterface.register(GROUPED_SDPA, grouped_sdpa)
+AttentionMaskInterface.register(GROUPED_SDPA, sdpa_mask)  # the same masks as sdpa, built once per forward
+
+
+class GrowingLayer(DynamicLayer):
+    """A DynamicLayer that keeps spare room and writes new keys and values into it.
+
+    `keys` and `values` are views of the first `length` positions of the room; a crop only shortens
+    them, and room doubles when it runs out, so a forward copies its new tokens and nothing else.
+    """
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        super().lazy_initialization(key_states, value_states)
+        self.key_room = self.value_room = None
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        start = self.get_seq_length()
+        end = start + key_states.shape[-2]
+        if self.key_room is None or end > self.key_room.shape[-2]:
+            self.key_room, self.value_room = (self._room(kept, new, end) for kept, new in
+                                              ((self.keys, key_states), (self.values, value_states)))
+        self.key_room[..., start:end, :] = key_states
+        self.value_room[..., start:end, :] = value_states
+        self.keys, self.values = self.key_room[..., :end, :], self.value_room[..., :end, :]
+        return self.keys, self.values
+
+    def _room(self, kept: torch.Tensor, new: torch.Tensor, needed: int) -> torch.Tensor:
+        room = new.new_empty((*new.shape[:-2], max(2 * needed, 256), new.shape[-1]))
+        if kept.numel():
+            room[..., : kept.shape[-2], :] = kept
+        return room
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        super().batch_repeat_interleave(repeats)
+        self.key_room = self.value_room = None  # the views were replaced: grow afresh from them
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        super().batch_select_indices(indices)
+        self.key_room = self.value_room = None
+
+
+class GrowingCache(DynamicCache):
+    """DynamicCache whose full-attention layers grow in place (GrowingLayer); other layer kinds as they were."""
+
+    def __init__(self, config=None):
+        super().__init__(config=config)
+        self.layers = [GrowingLayer() if type(layer) is DynamicLayer else layer for layer in self.layers]
+        if self.layer_class_to_replicate is DynamicLayer:
+            self.layer_class_to_replicate = GrowingLayer

@@ -1,0 +1,112 @@
+"""The fast CPU path (specviz.fast_path) changes the speed of the target's forwards, never their tokens.
+
+Grouped-query attention without copies and the growing KV cache must give bit-identical logits
+to the stock path; oneDNN's packed products round like any other kernel (about 1e-6) and must keep
+the speculative run identical to the target alone, which the loop's identity tests check on the
+prepared tiny models (tests/tiny.py `wrap` prepares them like `load_model` does).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+from transformers import DynamicCache
+
+from specviz.fast_path import GROUPED_SDPA, GrowingCache, PackedLinear, onednn_available, prepare
+from specviz.trees import keep_branch, target_attention
+from tiny import VOCAB, tiny_llama
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def stock_and_fast(seed=0):
+    """The same tiny grouped-query model twice: as transformers builds it, and prepared."""
+    stock = tiny_llama(seed=seed, vocab_size=VOCAB, hidden=64, layers=3, heads=4, kv_heads=2)
+    fast = prepare(copy.deepcopy(stock), torch.device("cpu"))
+    return stock, fast
+
+
+def test_prepare_puts_a_cpu_model_on_the_fast_path():
+    _, fast = stock_and_fast()
+    assert fast.config._attn_implementation == GROUPED_SDPA
+    linears = [m for m in fast.modules() if isinstance(m, nn.Linear)]
+    assert linears and all(isinstance(m, PackedLinear) for m in linears) == onednn_available()
+    assert fast.lm_head.weight is fast.model.embed_tokens.weight or not fast.config.tie_word_embeddings
+
+
+def test_the_switch_keeps_the_stock_path(monkeypatch):
+    monkeypatch.setenv("SPECVIZ_FAST_PATH", "0")
+    model = prepare(tiny_llama(seed=0, vocab_size=VOCAB, hidden=64, layers=1, heads=4, kv_heads=2), torch.device("cpu"))
+    assert model.config._attn_implementation == "sdpa"
+    assert not any(isinstance(m, PackedLinear) for m in model.modules())
+
+
+@pytest.mark.skipif(not onednn_available(), reason="torch has no oneDNN here")
+def test_packed_products_match_linear_and_follow_a_changed_weight():
+    torch.manual_seed(0)
+    plain = nn.Linear(48, 80)
+    packed = PackedLinear(plain)
+    x = torch.randn(5, 48)
+    with torch.inference_mode():
+        assert torch.allclose(packed(x), plain(x), atol=1e-5)
+        assert torch.allclose(packed(x[:1]), plain(x[:1]), atol=1e-5)
+    with torch.no_grad():
+        plain.weight.mul_(2)  # shared parameter: the packed copy must be made again
+    with torch.inference_mode():
+        assert torch.allclose(packed(x), plain(x), atol=1e-5)
+    assert torch.allclose(copy.deepcopy(packed)(x), plain(x), atol=1e-5)
+
+
+def test_training_takes_the_plain_product_with_gradients():
+    packed = PackedLinear(nn.Linear(8, 4))
+    packed(torch.randn(2, 8)).sum().backward()
+    assert packed.weight.grad is not None
+
+
+def forwards(model, cache_class, tree=False):
+    """Logits of a prefill, a 4-token chain (or tree) verification, a crop and a one-token step."""
+    ids = torch.randint(2, VOCAB, (1, 40), generator=torch.Generator().manual_seed(3))
+    cache = cache_class(config=model.config)
+    out = []
+    with torch.inference_mode():
+        out.append(model(ids[:, :29], past_key_values=cache).logits)  # the cache holds 29: token 29 comes again
+        shape = {}
+        if tree:
+            mask, positions = target_attention([-1, -1, 0, 1], 29, torch.float32, torch.device("cpu"))
+            shape = {"attention_mask": mask, "position_ids": positions}
+        out.append(model(ids[:, 29:34], past_key_values=cache, **shape).logits)
+        keep_branch(cache, 30, 4, [1, 3] if tree else [0, 1])
+        out.append(model(ids[:, 34:35], past_key_values=cache).logits)
+        out.append(model(ids[:, 35:39], past_key_values=cache).logits)
+    return out
+
+
+@pytest.mark.parametrize("tree", [False, True])
+def test_grouped_attention_and_growing_cache_give_the_stock_logits_bit_for_bit(tree):
+    stock = tiny_llama(seed=0, vocab_size=VOCAB, hidden=64, layers=3, heads=4, kv_heads=2)
+    grouped = copy.deepcopy(stock)
+    grouped.set_attn_implementation(GROUPED_SDPA)  # attention only: products as in the stock model
+    for a, b in zip(forwards(stock, DynamicCache, tree), forwards(grouped, GrowingCache, tree)):
+        assert torch.equal(a, b)
+
+
+def test_growing_cache_grows_past_its_room_and_crops_in_place():
+    cache = GrowingCache()
+    k = torch.arange(2 * 300 * 4, dtype=torch.float32).view(1, 2, 300, 4)
+    for start in range(0, 300, 50):
+        keys, _ = cache.update(k[:, :, start : start + 50], k[:, :, start : start + 50], 0)
+    assert torch.equal(keys, k)
+    cache.crop(-20)
+    assert cache.get_seq_length() == 280
+    keys, _ = cache.update(k[:, :, :1], k[:, :, :1], 0)
+    assert torch.equal(keys[:, :, :280], k[:, :, :280]) and torch.equal(keys[:, :, 280], k[:, :, 0])
+
+
+def test_prepared_model_keeps_the_stock_models_greedy_choices():
+    stock, fast = stock_and_fast()
+    for a, b in zip(forwards(stock, DynamicCache), forwards(fast, GrowingCache)):
+        assert torch.allclose(a, b, atol=1e-4)
+        assert torch.equal(a.argmax(-1), b.argmax(-1))
