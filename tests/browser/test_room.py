@@ -132,6 +132,7 @@ def test_followers_see_the_presenter_s_steps_and_can_rejoin(browser, room_url):
     # Every step reaches the learner with no action of theirs. How fast is a measurement, not a test:
     # benchmarks/follower_lag.py (the README's "within about a second").
     for target, key in ((1, "Home"), (2, "ArrowRight"), (3, "ArrowRight"), (2, "ArrowLeft")):
+        wait_idle(presenter)  # a presenter presses once the page is drawn
         presenter.locator("body").press(key)  # the presenter's keyboard shortcuts
         expect(round_label(presenter, target)).to_be_visible(timeout=FOLLOW_TIMEOUT)
         expect(round_label(learner, target)).to_be_visible(timeout=FOLLOW_TIMEOUT)
@@ -169,6 +170,7 @@ def test_followers_see_the_presenter_s_lesson_steps(browser, room_url):
     learner_context, learner = open_page(browser, f"{room_url}/?follow=1", idle=False)
     expect(lesson_header(learner, 1)).to_be_visible(timeout=FOLLOW_TIMEOUT)
     for n, key in ((2, "ArrowRight"), (3, "ArrowRight"), (2, "ArrowLeft")):
+        wait_idle(presenter)  # a presenter presses once the page is drawn
         presenter.locator("body").press(key)
         expect(lesson_header(presenter, n)).to_be_visible(timeout=FOLLOW_TIMEOUT)
         expect(lesson_header(learner, n)).to_be_visible(timeout=FOLLOW_TIMEOUT)  # the lag: benchmarks/follower_lag.py
