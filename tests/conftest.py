@@ -24,6 +24,53 @@ from specviz.errors import ModelLoadError
 from specviz.models import LoadedModel
 from tiny import FOREIGN_WORDS, PADDED_ROWS, PROMPTS, VOCAB, WORDS, make_tokenizer, padded_copy, tiny_llama, wrap  # noqa: F401
 
+def pytest_addoption(parser):
+    parser.addoption("--reverse", action="store_true",
+                     help="run the test modules in reverse order (each module's own tests keep theirs): "
+                          "checks that no module relies on what an earlier one left behind")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--reverse"):
+        modules = {}  # module path -> its items, in collection order
+        for item in items:
+            modules.setdefault(item.path, []).append(item)
+        items[:] = [item for module in reversed(modules.values()) for item in module]
+
+
+# --- tiers: a test that loads the embedded SmolLM2 target must be marked slow ------------------------
+# The fast tier (`-m "not slow and not browser"`) promises no real model. Every load of an embedded
+# model goes through specviz.models.embedded_folder, so the guard counts those calls per test.
+real_loads: list[str] = []
+
+
+def pytest_configure(config):
+    import specviz.models
+
+    convert_or_find = specviz.models.embedded_folder
+
+    def counted(key, *args, **kwargs):
+        real_loads.append(key)
+        return convert_or_find(key, *args, **kwargs)
+
+    specviz.models.embedded_folder = counted
+
+
+def pytest_runtest_setup(item):
+    real_loads.clear()  # module and session fixtures set up for this test count as its own loads
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    tiered = item.get_closest_marker("slow") or item.get_closest_marker("browser")
+    if call.when == "call" and real_loads and not tiered and report.passed:
+        report.outcome = "failed"
+        report.longrepr = (f"this test loaded the embedded model ({', '.join(sorted(set(real_loads)))}) "
+                           "but is not marked slow: mark it `@pytest.mark.slow` so the fast tier stays fast")
+    return report
+
+
 @pytest.fixture(scope="module")
 def one_thread():
     """Torch on one thread for a module: the models are tiny, so extra threads only add overhead, and

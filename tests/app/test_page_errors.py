@@ -19,6 +19,7 @@ def test_unknown_hub_id_offline(capsys):
     assert "cannot be reached" in err or "could not load" in err
 
 
+@pytest.mark.slow  # the CLI loads the embedded target before it looks for the draft
 def test_missing_local_folder_as_draft(capsys, tmp_path):
     err = _one_line_error(capsys, ["run", "--draft", str(tmp_path / "missing-draft"), "--prompt", "hi",
                                    "--max-new-tokens", "4"])

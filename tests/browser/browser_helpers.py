@@ -3,7 +3,10 @@
 import json
 from pathlib import Path
 
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "screenshots"
+# What the tests leave behind (screenshots, server logs, measured figures): an ignored folder, so a test
+# run never changes the tree. The README's pictures are made on purpose by scripts/readme_screenshots.sh.
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
+SCREENSHOTS = ARTIFACTS / "screenshots"
 
 
 def wait_idle(page, timeout=180_000):
@@ -18,9 +21,17 @@ def background(page, status: str) -> str:
 
 
 def screenshot(page, name: str) -> Path:
-    SCREENSHOTS.mkdir(exist_ok=True)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=str(path))
+    return path
+
+
+def keep_figures(name: str, figures: dict) -> Path:
+    """Figures a test measured, kept beside its screenshots as artifacts/NAME.json."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.json"
+    path.write_text(json.dumps(figures, indent=1))
     return path
 
 

@@ -10,15 +10,21 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
+
+from browser_helpers import ARTIFACTS
 
 ROOT = Path(__file__).resolve().parents[2]
-SCREENSHOTS = ROOT / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
+HERE = Path(__file__).resolve().parent
+# Playwright's `expect` retries for 5 s by default: a rerun of a page with charts can take longer on a
+# loaded 2-core machine. What is checked stays the same; only the patience grows.
+expect.set_options(timeout=20_000)
 
 
 def pytest_collection_modifyitems(items):
-    for item in items:
-        if "browser" in str(item.fspath):
+    for item in items:  # every test in this folder is a browser test, whatever its name
+        if HERE in item.path.resolve().parents:
             item.add_marker(pytest.mark.browser)
 
 
@@ -45,8 +51,8 @@ def serve(env: dict | None = None, log_name: str = "streamlit.log"):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    SCREENSHOTS.mkdir(exist_ok=True)
-    log = open(SCREENSHOTS / log_name, "w")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    log = open(ARTIFACTS / log_name, "w")
     server = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.address", "127.0.0.1",
          "--server.port", str(port), "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
@@ -62,7 +68,7 @@ def serve(env: dict | None = None, log_name: str = "streamlit.log"):
             except OSError:
                 time.sleep(0.5)
         else:
-            pytest.fail(f"the Streamlit server did not become healthy in 60 s; see screenshots/{log_name}")
+            pytest.fail(f"the Streamlit server did not become healthy in 60 s; see artifacts/{log_name}")
         yield url, server
     finally:
         server.terminate()

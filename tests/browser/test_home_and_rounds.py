@@ -1,11 +1,10 @@
 """Home and Rounds in Chromium: coloured tokens of every status, live runs, no exceptions."""
 
-import json
 import time
 
 from playwright.sync_api import expect
 
-from browser_helpers import SCREENSHOTS, background, screenshot, wait_idle
+from browser_helpers import background, keep_figures, screenshot, wait_idle
 
 GREEN, RED, ORANGE, BLUE = "rgb(26, 152, 80)", "rgb(215, 48, 39)", "rgb(243, 156, 18)", "rgb(69, 117, 180)"
 
@@ -37,7 +36,7 @@ def test_rounds_page_runs_and_replays(page, app_url):
     expect(page.get_by_text("Identical to the target alone")).to_be_visible()
     wait_idle(page)
     # Press Run -> a rendered 64-token Rounds view (speculative run + measured baseline), kept for the notes.
-    (SCREENSHOTS / "rounds_run_seconds.json").write_text(json.dumps({"seconds": time.perf_counter() - started}))
+    keep_figures("rounds_run_seconds", {"seconds": time.perf_counter() - started})
     for status, colour in (("accepted", GREEN), ("resampled", ORANGE)):
         assert background(page, status) == colour
     hover = page.locator('span.sv-resampled[title*="round"]').first.get_attribute("title")

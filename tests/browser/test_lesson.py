@@ -4,16 +4,12 @@ The lesson gets its own server: "no model loaded" is a claim about the whole app
 session-wide server of the other browser tests has loaded the target by the time this runs.
 """
 
-import shutil
-
 import pytest
 from playwright.sync_api import expect
 
 from browser_helpers import screenshot, wait_idle
-from conftest import ROOT, streamlit_server
+from conftest import streamlit_server
 from specviz.lesson import recordings, steps
-
-DOCS = ROOT / "docs" / "screenshots"
 
 
 @pytest.fixture(scope="module")
@@ -32,12 +28,6 @@ def check_step(page, n: int) -> None:
     assert page.locator('[data-testid="stException"]').count() == 0, f"step {n}"
     expect(page.get_by_text("Models loaded in this app: none")).to_be_visible()
     expect(page.locator('[data-testid="stProgress"]')).to_contain_text(f"Step {n} of {len(steps.STEPS)}")
-
-
-def keep(page, name: str) -> None:
-    """A README screenshot of this step."""
-    DOCS.mkdir(exist_ok=True)
-    shutil.copy(screenshot(page, name), DOCS / f"{name}.png")
 
 
 def test_walk_the_lesson_with_the_keyboard(page, lesson_url, browser):
@@ -64,12 +54,12 @@ def test_walk_the_lesson_with_the_keyboard(page, lesson_url, browser):
             expect(page.locator('[data-testid="stProgress"]')).to_contain_text("Score: 1 / 1")
             expect(verified).to_be_visible()
             wait_idle(page)
-            keep(page, "lesson_draft_verify")
+            screenshot(page, "lesson_draft_verify")
         if n == 8:
             page.get_by_role("button", name="Skip: just show me").click()
             expect(page.locator('[data-testid="stPlotlyChart"] .main-svg').first).to_be_attached()
             wait_idle(page)
-            keep(page, "lesson_gamma")
+            screenshot(page, "lesson_gamma")
         if n == 12:  # the distribution lab
             page.get_by_role("button", name="Skip: just show me").click()
             expect(page.locator('[data-testid="stPlotlyChart"] .main-svg').first).to_be_attached()
@@ -80,7 +70,7 @@ def test_walk_the_lesson_with_the_keyboard(page, lesson_url, browser):
                 shown[label] = metric.locator('[data-testid="stMetricValue"]').inner_text().strip()
             band = float(shown["noise band (95%)"].lstrip("≤ "))
             assert float(shown["TV(exact, target)"]) <= band < float(shown["TV(relaxed, target)"]), shown
-            keep(page, "lesson_same")
+            screenshot(page, "lesson_same")
             break
         page.locator("body").press("ArrowRight")  # the Next shortcut
     expect(page.locator('[data-testid="stProgress"]')).to_contain_text("Score: 1 / 1")

@@ -2,7 +2,7 @@
 
 from playwright.sync_api import expect
 
-from browser_helpers import SCREENSHOTS, choose, press, wait_idle
+from browser_helpers import SCREENSHOTS, choose, press, screenshot, wait_idle
 
 
 def test_rounds_page_draws_a_live_token_tree_and_its_mask(page, app_url):
@@ -22,20 +22,20 @@ def test_rounds_page_draws_a_live_token_tree_and_its_mask(page, app_url):
     wait_idle(page)
 
     trees = page.locator('[data-testid="stPlotlyChart"]').filter(has_text="verified in one target forward")
-    expect(trees.last).to_be_visible()
-    for _ in range(5):  # show a round that kept part of its tree, if the first rounds kept nothing
+    expect(trees.last).to_contain_text("Round 1:")
+    for n in range(2, 7):  # show a round that kept part of its tree, if the first rounds kept nothing
         if " 0 kept" not in trees.last.text_content():
             break
         page.get_by_role("button", name="Next ▶").click()
         wait_idle(page)
-        page.wait_for_timeout(500)  # the replay fragment swaps its chart after the rerun
+        expect(trees.last).to_contain_text(f"Round {n}:")  # the replay fragment swaps its chart after the rerun
     tree = trees.last
     expect(tree.get_by_text("last token")).to_be_attached()
     assert tree.locator("path.point").count() >= 6  # the nodes (and root and next token) are drawn
     legend = tree.locator("g.legend").text_content()
     assert "last committed token" in legend and ("kept" in legend or "refused" in legend)
     tree.scroll_into_view_if_needed()
-    SCREENSHOTS.mkdir(exist_ok=True)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     tree.screenshot(path=str(SCREENSHOTS / "rounds_tree.png"))
 
     page.get_by_text("Show the tree's attention mask").click()
@@ -57,4 +57,4 @@ def test_theory_page_shows_the_measured_verify_cost_and_chain_against_tree(page,
     expect(page.get_by_text("verify-cost --max-nodes 32")).to_be_visible()  # how v(N) was measured
     assert page.locator('[data-testid="stException"]').count() == 0
     charts.filter(has_text="Verification cost v(N)").last.scroll_into_view_if_needed()
-    page.screenshot(path=str(SCREENSHOTS / "theory_trees.png"))
+    screenshot(page, "theory_trees")

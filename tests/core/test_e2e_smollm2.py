@@ -18,6 +18,20 @@ def smol():
 
 
 @pytest.fixture(scope="module")
+def baseline(smol):
+    """baseline(prompt, max_new_tokens) -> the target's greedy run alone, made once per module (every draft
+    is checked against the same target output; re-running the target for each draft only cost time)."""
+    runs = {}
+
+    def run(prompt: str, max_new_tokens: int):
+        if (prompt, max_new_tokens) not in runs:
+            runs[prompt, max_new_tokens] = generate(smol, None, prompt, Decoding(max_new_tokens=max_new_tokens))
+        return runs[prompt, max_new_tokens]
+
+    return run
+
+
+@pytest.fixture(scope="module")
 def prompts():
     rows = load_prompt_set(split="eval")
     return [next(r["prompt"] for r in rows if r["category"] == c) for c in ("chat", "code", "retrieval")]
@@ -34,10 +48,10 @@ def test_baseline_is_the_targets_own_greedy_output(smol, prompts):
 
 
 @pytest.mark.parametrize("draft", ["ngram", "layerskip:8", "target"])
-def test_greedy_speculative_output_is_identical(smol, prompts, draft):
+def test_greedy_speculative_output_is_identical(smol, prompts, baseline, draft):
     settings = Decoding(gamma=4, max_new_tokens=40)
     for prompt in prompts:
-        base = generate(smol, None, prompt, settings)
+        base = baseline(prompt, 40)
         spec = generate(smol, build_drafter(draft, smol), prompt, settings)
         assert spec.output_ids == base.output_ids, f"{draft} changed the output on {prompt[:40]!r}"
         assert spec.drafted > 0 and len(spec.rounds) <= len(base.rounds)
@@ -75,12 +89,12 @@ def test_cli_run_prints_rounds_and_figures(capsys):
 
 
 @pytest.mark.parametrize("draft", ["smol-head-8k", "ngram+smol-head-8k", "layerskip:8"])
-def test_greedy_token_tree_output_is_identical_on_the_real_pair(smol, prompts, draft):
+def test_greedy_token_tree_output_is_identical_on_the_real_pair(smol, prompts, baseline, draft):
     from specviz.config import TreeShape
 
     settings = Decoding(gamma=4, max_new_tokens=32, tree=TreeShape(budget=6, branching=2))
     for prompt in prompts:
-        base = generate(smol, None, prompt, Decoding(max_new_tokens=32))
+        base = baseline(prompt, 32)
         spec = generate(smol, build_drafter(draft, smol), prompt, settings)
         assert spec.output_ids == base.output_ids, f"{draft} tree changed the output on {prompt[:40]!r}"
         assert spec.is_tree and len(spec.rounds) < len(base.rounds)
