@@ -66,8 +66,8 @@ def onednn_available() -> bool:
 class PackedLinear(nn.Linear):
     """An nn.Linear (same weight and bias parameters) whose inference forward runs oneDNN on a packed weight.
 
-    The packed copy is made again if the weight changes in place; training (gradients on) and other
-    dtypes take the plain `F.linear`.
+    The packed copy is made again if the weight changes in place; training (gradients on), autocast
+    and other dtypes take the plain `F.linear`.
     """
 
     def __init__(self, linear: nn.Linear):
@@ -87,7 +87,8 @@ class PackedLinear(nn.Linear):
         return {**self.__dict__, "packed": None, "packed_version": -1}
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.device.type != "cpu" or x.dtype != self.weight.dtype or (torch.is_grad_enabled() and self.weight.requires_grad):
+        if (x.device.type != "cpu" or x.dtype != self.weight.dtype or torch.is_autocast_enabled("cpu")
+                or (torch.is_grad_enabled() and self.weight.requires_grad)):
             return F.linear(x, self.weight, self.bias)
         if self.packed is None or self.packed_version != self.weight._version:
             self._pack()
