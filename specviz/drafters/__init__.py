@@ -6,6 +6,7 @@ the adaptive γ), so the models it reads from can be shared by every session and
     drafter.start(prompt_ids, settings, hidden)    once, before the first round
     drafter.propose(context, k, sampling, generator)  up to k token ids and q at each (None = one-hot)
     drafter.feedback(kept, hidden)                  roll own state back to what was kept, adapt γ
+    drafter.finish(output_ids)                      once, after the last round (a suffix drafter learns the answer)
 
 A new kind subclasses `Drafter` (base.py), implements `draft` (what `propose` returns), overrides
 `start` and `feedback` where it keeps state, and registers a builder in `registry.DRAFTERS`.
@@ -22,8 +23,9 @@ from .base import Drafter, NoDrafter, Proposal, drop_last
 from .head import HeadDrafter, HybridDrafter
 from .model import ModelDrafter, layer_skip_view
 from .ngram import NgramDrafter
+from .suffix import SuffixDrafter
 from .registry import DRAFTERS, Loader, Spec, build_drafter, head_folder, parse_spec
 
 __all__ = ["DRAFTERS", "Drafter", "HeadDrafter", "HybridDrafter", "Loader", "ModelDrafter", "NgramDrafter",
-           "NoDrafter", "Proposal", "Spec", "build_drafter", "drop_last", "head_folder", "layer_skip_view",
+           "NoDrafter", "Proposal", "Spec", "SuffixDrafter", "build_drafter", "drop_last", "head_folder", "layer_skip_view",
            "parse_spec"]

@@ -59,6 +59,10 @@ class Drafter:
                 self.gamma = max(1, self.gamma - 1)
 
 
+    def finish(self, output_ids: list[int]) -> None:
+        """After the run: its new tokens. Drafters that learn across runs keep them; the rest ignore them."""
+
+
 class NoDrafter(Drafter):
     """Proposes nothing: every round is one plain target step. This is the baseline."""
 

@@ -7,6 +7,7 @@ from dataclasses import replace
 import torch
 
 from ..config import TreeShape
+from ..fast_path import product
 from ..trees import TreeFeed, grow, merge_trees
 from ..verify import choose, distribution
 from .base import Drafter, Proposal
@@ -32,7 +33,7 @@ class HeadDrafter(Drafter):
         self.head = head
         self.vocab_ids = vocab_ids  # [N] target ids of the draft vocabulary
         self.embedding = embedding  # the target's input embedding, shared and read-only
-        self.rows = output.index_select(0, vocab_ids)  # [N, H] the target's output head on the draft vocabulary
+        self.rows = product(output.index_select(0, vocab_ids))  # x ↦ x @ [N, H].T: the target's output head on the draft vocabulary
         self.vocab_size = vocab_size
         self.cache = None
         self.read = 0  # pairs read with the target's true features
@@ -52,7 +53,7 @@ class HeadDrafter(Drafter):
         ids, probs = [], []
         feature = self.feature
         for i in range(k):
-            q = distribution(self.rows @ feature, sampling)  # q over the draft vocabulary
+            q = distribution(self.rows(feature), sampling)  # q over the draft vocabulary
             choice = choose(q, sampling, generator)
             token = self.vocab_ids[choice]
             ids.append(token)
@@ -88,7 +89,7 @@ class HeadDrafter(Drafter):
         feed = TreeFeed(self.true_length)
 
         def q_draft(feature):  # q on the draft vocabulary
-            return distribution(feature @ self.rows.T, sampling)
+            return distribution(self.rows(feature), sampling)
 
         def expand(nodes, tokens, parents):
             allowed, positions = feed.read(nodes, parents, context.device)

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import ConfigError
+from ..fast_path import prepare
 
 HEAD_CONFIG, HEAD_WEIGHTS = "head.json", "head.safetensors"
 
@@ -242,4 +243,4 @@ def load_head(folder: Path, target_model: torch.nn.Module, target_name: str) -> 
     except Exception as exc:  # noqa: BLE001 — any unreadable file is one message
         raise ConfigError(f"the weights of the head {Path(folder).name} cannot be read ({exc}); train or copy it again") from exc
     head.to(device=embedding.device, dtype=embedding.dtype).eval().requires_grad_(False)
-    return head, info
+    return prepare(head, embedding.device), info

@@ -15,6 +15,7 @@ from .head import HeadDrafter, HybridDrafter
 from .head_net import is_head, load_head
 from .model import ModelDrafter, layer_skip_view
 from .ngram import NgramDrafter
+from .suffix import SuffixDrafter, corpus_for
 
 Loader = Callable[[str], LoadedModel]
 
@@ -65,6 +66,12 @@ def _ngram_drafter(spec: Spec, target, load) -> Drafter:
     return NgramDrafter("ngram" if not spec.arg else f"ngram:{n}", max_ngram=n, min_ngram=min(2, n))
 
 
+def _suffix_drafter(spec: Spec, target: LoadedModel, load) -> Drafter:
+    if spec.arg:
+        raise ConfigError(f"suffix takes no argument, got suffix:{spec.arg}")
+    return SuffixDrafter("suffix", corpus_for(target.tokenizer))
+
+
 def _layerskip_drafter(spec: Spec, target: LoadedModel, load) -> Drafter:
     n_layers = _positive_int(spec.arg or "", "layerskip:K (number of target layers to keep)")
     return ModelDrafter(f"layerskip:{n_layers}", layer_skip_view(target.model, n_layers), target.vocab_size)
@@ -107,6 +114,7 @@ def _positive_int(text: str, what: str) -> int:
 DRAFTERS: dict[str, Callable[[Spec, LoadedModel, Loader], Drafter]] = {
     "model": _model_drafter,  # model:NAME, or just NAME: a compatible small causal LM
     "ngram": _ngram_drafter,  # prompt lookup, one-hot q
+    "suffix": _suffix_drafter,  # what followed the same words in the prompt, the answer and earlier answers, one-hot q
     "layerskip": _layerskip_drafter,  # layerskip:K, the target's first K layers
     "target": _target_drafter,  # the target drafting for itself: α = 1 at full cost
     "head": _head_drafter,  # head:NAME, or just NAME: a feature-level head over the target's hidden states

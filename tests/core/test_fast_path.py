@@ -110,3 +110,15 @@ def test_prepared_model_keeps_the_stock_models_greedy_choices():
     for a, b in zip(forwards(stock, DynamicCache), forwards(fast, GrowingCache)):
         assert torch.allclose(a, b, atol=1e-4)
         assert torch.equal(a.argmax(-1), b.argmax(-1))
+
+
+def test_a_heads_output_rows_product_takes_vectors_and_rows():
+    from specviz.fast_path import product
+
+    torch.manual_seed(0)
+    rows = torch.randn(40, 16)
+    out = product(rows)
+    x = torch.randn(3, 16)
+    with torch.inference_mode():
+        assert torch.allclose(out(x), x @ rows.T, atol=1e-5)
+        assert torch.allclose(out(x[0]), rows @ x[0], atol=1e-5)

@@ -1,0 +1,146 @@
+"""The suffix drafter: its suffix structures, how it sets the draft length, what it learns, and that it is lossless."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import numpy as np
+import pytest
+
+from specviz.config import Decoding, TreeShape
+from specviz.decode import generate
+from specviz.drafters.suffix import SuffixDrafter, corpus_for
+from specviz.drafters.suffix_index import SEPARATOR, LocalIndex, SuffixCorpus, suffix_array
+from tiny import PROMPTS, VOCAB
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_suffix_array_sorts_like_python_with_short_and_separated_suffixes_first():
+    rng = random.Random(0)
+    for _ in range(300):
+        tokens = [SEPARATOR if rng.random() < 0.1 else rng.randrange(4) for _ in range(rng.randrange(1, 40))]
+        order = suffix_array(np.array(tokens)).tolist()
+        assert [tokens[i:] for i in order] == sorted(tokens[i:] for i in range(len(tokens)))
+
+
+def test_corpus_counts_what_followed_the_longest_match_and_never_across_documents():
+    corpus = SuffixCorpus([[1, 2, 3, 4], [9, 2, 3, 5], [2, 3, 4], [7, 1, 2]])
+    match = corpus.longest_match([8, 1, 2, 3])
+    assert match.depth == 3 and match.counts() == {4: 1}  # "1 2 3" once, followed by 4
+    short = corpus.longest_match([6, 2, 3])
+    assert short.depth == 2 and short.counts() == {4: 2, 5: 1}
+    assert corpus.longest_match([7, 1, 2]) is not None and corpus.longest_match([7, 1, 2]).depth == 2  # "7 1 2" ends a document
+    assert short.follow(5) is None  # "2 3 5" ends its document: nothing follows it
+    walk = corpus.longest_match([8, 1, 2])  # "1 2": continued by 3 once, and once at a document's end
+    assert walk.depth == 2 and walk.counts() == {3: 1} and walk.follow(3).counts() == {4: 1}
+    assert corpus.longest_match([42]) is None
+
+
+def test_corpus_leaves_out_the_excluded_document_and_keeps_to_its_bound():
+    corpus = SuffixCorpus()
+    corpus.add([1, 2, 3, 4, 5], key=7)
+    corpus.add([1, 2, 3, 9], key=8)
+    assert corpus.longest_match([1, 2, 3, 4]).depth == 4
+    assert corpus.longest_match([1, 2, 3]).counts() == {4: 1, 9: 1}
+    assert corpus.longest_match([1, 2, 3], exclude=7).counts() == {9: 1}
+    assert corpus.longest_match([1, 2, 3, 4], exclude=7) is None
+    corpus.add([1, 2, 3, 6], key=7)  # the same key replaces its document
+    assert corpus.longest_match([1, 2, 3]).counts() == {9: 1, 6: 1}
+    bounded = SuffixCorpus(max_tokens=10)
+    for start in range(0, 40, 4):
+        bounded.add(list(range(start, start + 4)))
+    assert bounded.size <= 10 and bounded.longest_match([0, 1]) is None and bounded.longest_match([36, 37]) is not None
+
+
+def test_local_index_finds_the_longest_earlier_suffix():
+    index = LocalIndex(max_depth=4)
+    index.extend([5, 6, 7, 8, 1, 6, 7, 9, 6, 7])
+    match = index.longest_match(index.tokens)
+    assert match.depth == 2 and match.counts() == {8: 1, 9: 1}
+    assert match.follow(8).counts() == {1: 1}
+
+
+@pytest.fixture(scope="module")
+def baseline(target):
+    """The target alone, greedy (computed once per prompt and length)."""
+    runs = {}
+
+    def get(prompt: str, max_new: int):
+        if (prompt, max_new) not in runs:
+            runs[prompt, max_new] = generate(target, None, prompt, Decoding(max_new_tokens=max_new))
+        return runs[prompt, max_new]
+
+    return get
+
+
+def drafter_for(tokens_seen: list[list[int]], **kw) -> SuffixDrafter:
+    return SuffixDrafter(corpus=SuffixCorpus(tokens_seen), **kw)
+
+
+def test_draft_length_follows_the_confidence_of_the_match(target):
+    import torch
+
+    sure = drafter_for([[3, 4, 5, 6, 7, 8, 9, 10]] * 5)
+    sure.start(torch.tensor([[1, 2]]), Decoding(gamma=6))
+    assert sure.propose(torch.tensor([[1, 2, 3, 4, 5]]), 6, Decoding().sampling, None).ids.tolist() == [6, 7, 8, 9, 10]
+    torn = drafter_for([[3, 4, 5, 6], [3, 4, 5, 7], [3, 4, 5, 8], [3, 4, 5, 9]])
+    torn.start(torch.tensor([[1, 2]]), Decoding(gamma=6))
+    assert torn.propose(torch.tensor([[1, 2, 3, 4, 5]]), 6, Decoding().sampling, None).ids.tolist() == []  # a 4-way split
+    assert "earlier answers" in sure.why
+
+
+@pytest.mark.parametrize("tree", [TreeShape(), TreeShape(budget=6, branching=2)])
+@pytest.mark.parametrize("gamma", [1, 3, 5])
+def test_greedy_output_is_the_targets_own(target, baseline, tree, gamma):
+    corpus = SuffixCorpus()
+    for prompt in PROMPTS * 2:  # the second time round the corpus holds the first runs' answers
+        alone = baseline(prompt, 24)
+        drafter = SuffixDrafter(corpus=corpus)
+        run = generate(target, drafter, prompt, Decoding(gamma=gamma, max_new_tokens=24, tree=tree))
+        assert run.output_ids == alone.output_ids
+
+
+def test_finished_runs_teach_later_prompts_but_never_their_own_prompt(target, baseline):
+    corpus = SuffixCorpus()
+    first = generate(target, SuffixDrafter(corpus=corpus), PROMPTS[0], Decoding(gamma=4, max_new_tokens=24))
+    assert corpus.documents and corpus.documents[-1][1] == first.output_ids
+    again = generate(target, SuffixDrafter(corpus=corpus), PROMPTS[0], Decoding(gamma=4, max_new_tokens=24))
+    assert again.output_ids == first.output_ids
+    assert len(corpus.documents) == 1  # one document per prompt
+    head = list(first.output_ids[:12])
+    own = corpus.longest_match(head)
+    assert own is not None and own.depth == 12  # it is there ...
+    drafter = SuffixDrafter(corpus=corpus)
+    drafter.start(torch_ids(target, PROMPTS[0]), Decoding())
+    assert corpus.longest_match(head, exclude=drafter.key) is None  # ... but not for its own prompt
+
+
+def torch_ids(target, prompt):
+    import torch
+
+    from specviz.decode import encode_prompt
+
+    return torch.tensor([encode_prompt(target, prompt, Decoding())])
+
+
+def test_the_process_keeps_one_corpus_per_tokenizer(target):
+    assert corpus_for(target.tokenizer) is corpus_for(target.tokenizer)
+
+
+def test_drafting_costs_well_under_a_millisecond_per_round():
+    rng = random.Random(1)
+    corpus = SuffixCorpus([[rng.randrange(3000) for _ in range(250)] for _ in range(400)])  # 100k tokens
+    corpus.refresh()
+    import torch
+
+    drafter = SuffixDrafter(corpus=corpus)
+    context = torch.tensor([[rng.randrange(3000) for _ in range(2000)]])
+    drafter.start(context[:, :1], Decoding(gamma=4))
+    drafter.propose(context, 4, Decoding().sampling, None)  # indexes the context once
+    start = time.perf_counter()
+    for _ in range(50):
+        drafter.propose(context, 4, Decoding().sampling, None)
+    per_round = (time.perf_counter() - start) / 50
+    assert per_round < 0.005, f"{per_round * 1e3:.2f} ms per round"  # about 0.1 ms here; a margin for a busy machine
