@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from playwright.sync_api import TimeoutError as PlaywrightTimeout  # noqa: E402
 
-from specviz.ui_room import FOLLOW_POLL_S  # noqa: E402
+from specviz.app.room import FOLLOW_POLL_S  # noqa: E402
 
 KEY = "bench-key"
 CHROMIUM = "/usr/bin/chromium"
