@@ -7,6 +7,8 @@ generates only what is missing.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import sys
 import time
 from contextlib import nullcontext
@@ -66,6 +68,24 @@ def eval_prompts(per_category: int = 0) -> list[dict]:
     return prompts_of("eval", per_category)
 
 
+_TWINS: dict[int, LoadedModel] = {}  # bf16 copies of targets (by id of the model), for writing data quickly
+
+
+def bf16_twin(target: LoadedModel) -> LoadedModel:
+    """A copy of the target with bf16 weights (packed again on first use), for writing training data quickly.
+
+    Autocast converts every weight on every call; weights kept in bf16 skip that and use oneDNN's
+    packed bf16 products: 352 against 219 answer tokens/s at a batch of 32 on this project's AMD EPYC.
+    """
+    if target.dtype == torch.bfloat16:
+        return target
+    if id(target.model) not in _TWINS:
+        with torch.inference_mode(False), torch.no_grad():  # the copy stays a normal tensor (packing reads its version)
+            twin = copy.deepcopy(target.model).to(torch.bfloat16)
+        _TWINS[id(target.model)] = dataclasses.replace(target, model=twin, dtype=torch.bfloat16)
+    return _TWINS[id(target.model)]
+
+
 def fast_autocast(device: torch.device, enabled: bool = True):
     """bf16 matmuls where they are fast (CUDA, CPUs with AMX / AVX-512 bf16); a no-op elsewhere."""
     if enabled and bf16_ok(device):
@@ -104,11 +124,13 @@ def target_answers(
 
     A plain loop rather than `model.generate` so that only the top-k of p is kept at each step
     (the full logits of a batch would be hundreds of megabytes) and greedy and sampled rows can
-    share one batch. fast=True runs the target's matmuls in bf16 where the hardware has them
-    (about 3x on this CPU): the text is then the bf16 target's, close to but not always the fp32 one's.
+    share one batch. fast=True decodes with a bf16 copy of the target where the hardware has bf16
+    products: the text is then the bf16 target's, close to but not always the fp32 one's.
     """
-    from transformers import DynamicCache
+    from ..fast_path import GrowingCache
 
+    if fast and bf16_ok(target.device):
+        target = bf16_twin(target)
     model, device = target.model, target.device
     vocab = target.vocab_size
     eos = target.eos_ids
@@ -120,38 +142,48 @@ def target_answers(
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     is_greedy = torch.tensor(greedy, device=device)
     eos_ids = torch.tensor(sorted(eos) or [-1], device=device)
-    cache = DynamicCache(config=model.config)
-    with fast_autocast(device, fast):
-        logits = model(input_ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
-                       use_cache=True, logits_to_keep=1).logits[:, -1, :vocab].float()
+    cache = GrowingCache(config=model.config)
+    logits = model(input_ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
+                   use_cache=True, logits_to_keep=1).logits[:, -1, :vocab].float()
     rows = len(prompt_ids)
-    done = torch.zeros(rows, dtype=torch.bool, device=device)
+    alive = torch.arange(rows, device=device)  # the batch rows still writing (finished ones leave the batch)
     lengths = torch.full((rows,), max_new_tokens, device=device)
-    tokens, top_ids, top_logp = [], [], []
+    tokens = torch.full((rows, max_new_tokens), pad, dtype=torch.long, device=device)
+    top_ids = torch.zeros((rows, max_new_tokens, top_k), dtype=torch.long, device=device)
+    top_logp = torch.zeros((rows, max_new_tokens, top_k), device=device)
     for step in range(max_new_tokens):
         logp = torch.log_softmax(logits, dim=-1)
         values, ids = logp.topk(top_k, dim=-1)
-        sampled = torch.multinomial(torch.softmax(logits / temperature, dim=-1), 1, generator=generator)[:, 0]
-        token = torch.where(is_greedy, logp.argmax(-1), sampled)
-        tokens.append(token)
-        top_ids.append(ids)
-        top_logp.append(values)
-        ended = ~done & torch.isin(token, eos_ids)
-        lengths = torch.where(ended, step + 1, lengths)
-        done |= ended
-        if bool(done.all()) or step == max_new_tokens - 1:
+        token = torch.where(is_greedy[alive], logp.argmax(-1), sample(logits / temperature, generator))
+        tokens[alive, step], top_ids[alive, step], top_logp[alive, step] = token, ids, values
+        ended = torch.isin(token, eos_ids)
+        lengths[alive[ended]] = step + 1
+        if bool(ended.all()) or step == max_new_tokens - 1:
             break
-        mask = torch.cat([mask, mask.new_ones(rows, 1)], dim=1)
+        if bool(ended.any()):  # drop finished rows: every later forward costs only the rows still writing
+            keep = (~ended).nonzero()[:, 0]
+            cache.batch_select_indices(keep)
+            alive, token, mask, positions = alive[keep], token[keep], mask[keep], positions[keep]
+        mask = torch.cat([mask, mask.new_ones(len(alive), 1)], dim=1)
         positions = positions[:, -1:] + 1
-        with fast_autocast(device, fast):
-            logits = model(token[:, None], attention_mask=mask, position_ids=positions, past_key_values=cache,
-                           use_cache=True).logits[:, -1, :vocab].float()
-    tokens, top_ids, top_logp = torch.stack(tokens, 1), torch.stack(top_ids, 1), torch.stack(top_logp, 1)
+        logits = model(token[:, None], attention_mask=mask, position_ids=positions, past_key_values=cache,
+                       use_cache=True).logits[:, -1, :vocab].float()
     out = []
     for r in range(rows):
         n = int(lengths[r])
         out.append((tokens[r, :n].int().cpu(), top_ids[r, :n].int().cpu(), top_logp[r, :n].half().cpu()))
     return out
+
+
+def sample(logits: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """One token per row from softmax(logits), by inverting the cumulative distribution at a uniform draw.
+
+    Exact like `torch.multinomial`, which drew an exponential for every vocabulary entry: that took
+    13% of a batch-32 decoding step on this CPU; a cumulative sum and a search take a fraction of it.
+    """
+    cdf = torch.softmax(logits, dim=-1).cumsum(-1)
+    u = torch.rand((logits.shape[0], 1), generator=generator, device=logits.device) * cdf[:, -1:]
+    return torch.searchsorted(cdf, u)[:, 0].clamp(max=logits.shape[-1] - 1)
 
 
 def save_dataset(sequences: list[Sequence], seconds: float, path: Path) -> None:

@@ -52,7 +52,9 @@ class HeadConfig:
     temperature: float = 0.8  # temperature of the sampled answers
     answer_minutes: float = 0.0  # generation budget for answers (0 = none); greedy answers come first
     max_prompts: int = 0  # TRAIN prompts per category the target answers; 0 = all of them
-    written: int = 0  # prompts per category the target writes for itself (each answered greedily)
+    written: int = 0  # prompts per category the target writes for itself (answered greedily and `samples` times)
+    bf16_answers: bool = True  # a bf16 copy of the target writes the answers where the hardware has bf16 (faster)
+    answer_batch: int = 48  # answers written at once (48: 507 tokens/s against 396 at 16 on this CPU, in bf16)
     document_tokens: int = 250_000  # tokens of local documents (Python's reference and code) the target reads
     steps: int = 2000  # optimiser steps
     batch_size: int = 8  # texts per step
@@ -114,14 +116,15 @@ def collect(cfg: HeadConfig, target: LoadedModel, progress: bool = True,
     work = cfg.work_dir
     t0 = time.perf_counter()
     answers = generate_data(target, train_prompts(cfg.max_prompts), work / f"answers-{slug}-n{cfg.max_new_tokens}-t{cfg.temperature:g}-k16.safetensors",
-                            cfg.samples, cfg.max_new_tokens, cfg.temperature, 16, minutes=cfg.answer_minutes,
-                            seed=cfg.seed, progress=progress)
+                            cfg.samples, cfg.max_new_tokens, cfg.temperature, 16, batch=cfg.answer_batch,
+                            minutes=cfg.answer_minutes, seed=cfg.seed, fast=cfg.bf16_answers, progress=progress)
     texts = answer_texts(answers.sequences, "answers")
     written_seconds = 0.0
     if cfg.written:
         asks = written_prompts(target, cfg.written, work / f"written-{slug}.json", seed=cfg.seed, progress=progress)
-        own = generate_data(target, asks, work / f"written-answers-{slug}-n{cfg.max_new_tokens}.safetensors", 0,
-                            cfg.max_new_tokens, cfg.temperature, 16, seed=cfg.seed, progress=progress)
+        own = generate_data(target, asks, work / f"written-answers-{slug}-n{cfg.max_new_tokens}.safetensors",
+                            cfg.samples, cfg.max_new_tokens, cfg.temperature, 16, batch=cfg.answer_batch,
+                            seed=cfg.seed, fast=cfg.bf16_answers, progress=progress)
         texts += answer_texts(own.sequences, "written")
         written_seconds = own.seconds
     else:

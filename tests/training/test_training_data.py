@@ -59,3 +59,31 @@ def test_written_prompts_are_cached_and_never_an_eval_prompt(target, tmp_path):
     assert not {r["prompt"].lower() for r in rows} & forbidden
     # Cached: a rerun with nothing missing never runs the target (None here would fail if it did).
     assert written_prompts(wrap("tiny-target", None, target.tokenizer), 2, path, progress=False) == rows
+
+
+def test_a_batch_of_answers_equals_each_answer_alone_when_rows_stop_early(eos_case):
+    """Rows that end leave the batch; the rows still writing must not notice (greedy, fp32)."""
+    from specviz.prompts import encode
+    from specviz.training.answers import target_answers
+
+    target = eos_case.target
+    prompts = [eos_case.prompt, "w5 w8 w2", "w3 w14 w15 w9 w26 w1 w4", "w11"]
+    ids = [encode(target.tokenizer, p) for p in prompts]
+    generator = torch.Generator().manual_seed(0)
+    batch = target_answers(target, ids, [True] * 4, 12, 1.0, 3, generator)
+    alone = [target_answers(target, [i], [True], 12, 1.0, 3, generator)[0] for i in ids]
+    assert len(batch[0][0]) == eos_case.eos_index + 1 < 12  # the first row stopped at EOS, early
+    for (answer, top_ids, top_logp), (one, one_ids, one_logp) in zip(batch, alone):
+        assert answer.tolist() == one.tolist()
+        assert top_ids[:, 0].tolist() == one_ids[:, 0].tolist()
+        assert torch.allclose(top_logp.float(), one_logp.float(), atol=2e-3)
+
+
+def test_sampling_draws_from_the_softmax():
+    from specviz.training.answers import sample
+
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05, 0.0]])).repeat(20_000, 1)
+    draws = sample(logits, torch.Generator().manual_seed(0))
+    share = torch.bincount(draws, minlength=5).float() / len(draws)
+    assert torch.allclose(share, torch.tensor([0.5, 0.3, 0.15, 0.05, 0.0]), atol=0.012)  # ~4 standard errors
+    assert share[4] == 0  # a token of probability 0 is never drawn
