@@ -23,10 +23,12 @@ def full_round(index, gamma, proposal, verdict: Verdict, emitted, draft_seconds,
     A tree's round shows the branch the target walked as its chain and keeps every node in `tree`.
     """
     if proposal.parents is None:
-        return _chain_round(index, gamma, proposal.ids, proposal.probs, verdict, emitted, draft_seconds, verify_seconds)
-    ids, probs = walked_branch(proposal.ids, proposal.probs, proposal.parents, verdict)
-    round_ = _chain_round(index, gamma, ids, probs, verdict, emitted, draft_seconds, verify_seconds)
-    round_.tree = TreeRecord(**node_record(proposal.ids, proposal.probs, proposal.parents, verdict))
+        round_ = _chain_round(index, gamma, proposal.ids, proposal.probs, verdict, emitted, draft_seconds, verify_seconds)
+    else:
+        ids, probs = walked_branch(proposal.ids, proposal.probs, proposal.parents, verdict)
+        round_ = _chain_round(index, gamma, ids, probs, verdict, emitted, draft_seconds, verify_seconds)
+        round_.tree = TreeRecord(**node_record(proposal.ids, proposal.probs, proposal.parents, verdict))
+    round_.source, round_.why = proposal.source, proposal.why
     return round_
 
 
@@ -81,7 +83,8 @@ def bare_round(index, gamma, proposal, verdict: Verdict, emitted, draft_seconds,
     kind = RESAMPLED if verdict.resampled else (BONUS if k else TARGET)
     return Round(index=index, gamma=gamma, drafted=ids.tolist(), q=[0.0] * k, p=[0.0] * k,
                  n_accepted=verdict.n_accepted, next_token=verdict.next_token, next_kind=kind, next_p=0.0,
-                 emitted=emitted, alternatives=[], draft_seconds=draft_seconds, verify_seconds=verify_seconds)
+                 emitted=emitted, alternatives=[], draft_seconds=draft_seconds, verify_seconds=verify_seconds,
+                 source=proposal.source, why=proposal.why)
 
 
 def label(run: Run, tokenizer) -> None:

@@ -74,6 +74,8 @@ class Round:
     # A tree round: all its nodes. `drafted` then shows the branch the target walked: the kept nodes and the
     # first child it refused after them, so every chain view reads a tree round too.
     tree: TreeRecord | None = None
+    source: str = ""  # the drafter that made this round's proposal, where one chooses among several (auto)
+    why: str = ""  # ... and why it was chosen
 
     @property
     def verified(self) -> int:

@@ -19,6 +19,7 @@ read (the prompt but its last token at the start; after a verification, the last
 and the kept drafts). Most drafters ignore it; a feature-level head (specviz.drafters.head_net) drafts from it.
 """
 
+from .auto import AutoDrafter
 from .base import Drafter, NoDrafter, Proposal, drop_last
 from .head import HeadDrafter, HybridDrafter
 from .model import ModelDrafter, layer_skip_view
@@ -26,6 +27,6 @@ from .ngram import NgramDrafter
 from .suffix import SuffixDrafter
 from .registry import DRAFTERS, Loader, Spec, build_drafter, head_folder, parse_spec
 
-__all__ = ["DRAFTERS", "Drafter", "HeadDrafter", "HybridDrafter", "Loader", "ModelDrafter", "NgramDrafter",
+__all__ = ["AutoDrafter", "DRAFTERS", "Drafter", "HeadDrafter", "HybridDrafter", "Loader", "ModelDrafter", "NgramDrafter",
            "NoDrafter", "Proposal", "Spec", "SuffixDrafter", "build_drafter", "drop_last", "head_folder", "layer_skip_view",
            "parse_spec"]

@@ -15,6 +15,8 @@ class Proposal:
     ids: torch.Tensor  # [k] drafted token ids (k may be 0); a tree's nodes, parents first
     probs: torch.Tensor | None  # [k, V] the q each token was drawn from; None when the proposal is certain (one-hot q)
     parents: list[int] | None = None  # a tree: node i follows node parents[i] (-1 = the last committed token)
+    source: str = ""  # which drafter made it, where one drafter chooses among several (auto)
+    why: str = ""  # ... and why, in a line for the Rounds timeline
 
 
 def drop_last(cache: DynamicCache, count: int) -> None:

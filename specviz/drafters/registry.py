@@ -10,6 +10,7 @@ import torch
 
 from ..errors import ConfigError
 from ..models import LoadedModel, draft_folders, load_model, shared_vocab
+from .auto import AutoDrafter
 from .base import Drafter
 from .head import HeadDrafter, HybridDrafter
 from .head_net import is_head, load_head
@@ -72,6 +73,26 @@ def _suffix_drafter(spec: Spec, target: LoadedModel, load) -> Drafter:
     return SuffixDrafter("suffix", corpus_for(target.tokenizer))
 
 
+AUTO_HEAD = "smol-head-8k"  # the head `auto` weighs against suffix drafting unless auto:NAME names another
+
+
+def _auto_drafter(spec: Spec, target: LoadedModel, load) -> Drafter:
+    """Suffix drafting, a head over this target's features (when there is one for it) or none, chosen each round."""
+    suffix = _suffix_drafter(Spec("suffix", ""), target, load)
+    name = spec.arg or AUTO_HEAD
+    folder = head_folder(name)
+    if folder is None and spec.arg:
+        raise ConfigError(f"no draft head named {spec.arg!r} for auto; `python -m specviz models` lists the heads here")
+    head = None
+    if folder is not None:
+        try:
+            head = _head_drafter(Spec("head", name, folder), target, load)
+        except ConfigError:
+            if spec.arg:  # asked for by name: say why it cannot read this target
+                raise
+    return AutoDrafter(f"auto:{spec.arg}" if spec.arg else "auto", suffix, head)
+
+
 def _layerskip_drafter(spec: Spec, target: LoadedModel, load) -> Drafter:
     n_layers = _positive_int(spec.arg or "", "layerskip:K (number of target layers to keep)")
     return ModelDrafter(f"layerskip:{n_layers}", layer_skip_view(target.model, n_layers), target.vocab_size)
@@ -115,6 +136,7 @@ DRAFTERS: dict[str, Callable[[Spec, LoadedModel, Loader], Drafter]] = {
     "model": _model_drafter,  # model:NAME, or just NAME: a compatible small causal LM
     "ngram": _ngram_drafter,  # prompt lookup, one-hot q
     "suffix": _suffix_drafter,  # what followed the same words in the prompt, the answer and earlier answers, one-hot q
+    "auto": _auto_drafter,  # auto or auto:HEAD: each round suffix, the head or none, whichever promises most per step
     "layerskip": _layerskip_drafter,  # layerskip:K, the target's first K layers
     "target": _target_drafter,  # the target drafting for itself: α = 1 at full cost
     "head": _head_drafter,  # head:NAME, or just NAME: a feature-level head over the target's hidden states

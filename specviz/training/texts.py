@@ -56,8 +56,9 @@ def written_prompts(target: LoadedModel, per_category: int, cache_path: Path, se
         mine = [p for p in train if p["category"] == category]
         rows = cached.get(category, [])[:per_category]
         bar.update(len(rows))
-        rng = random.Random(f"{seed}-{category}")
-        generator = torch.Generator(device=target.device).manual_seed(seed)
+        # Seeded by what is cached, so a run that resumes draws new prompts rather than the ones it already has.
+        rng = random.Random(f"{seed}-{category}-{len(rows)}")
+        generator = torch.Generator(device=target.device).manual_seed(seed + len(rows))
         seen = {r["prompt"].lower() for r in rows} | {p["prompt"].strip().lower() for p in mine} | forbidden
         attempts = 0
         while len(rows) < per_category and attempts < 4 * per_category:

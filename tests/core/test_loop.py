@@ -27,7 +27,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 # (prompt, max new tokens): the counts divide evenly into no round length (gamma + 1 for γ in 1, 2, 4, 8),
 # and the last prompt is one token long, so the loop starts with nothing prefilled.
 CASES = [("w1 w2 w3 w4 w5", 13), ("w40 w41 w7", 11), ("w90", 7)]
-DRAFTERS = ["ngram", "suffix", "layerskip:1", "target", "tiny-draft", "tiny-padded"]
+DRAFTERS = ["ngram", "suffix", "auto", "layerskip:1", "target", "tiny-draft", "tiny-padded"]
 GAMMAS = [1, 2, 4, 8]
 TIMING = {"draft_seconds", "verify_seconds"}
 

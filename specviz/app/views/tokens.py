@@ -44,6 +44,7 @@ CSS = """
 .sv-timeline {border-collapse: collapse; width: 100%;}
 .sv-timeline td {border-bottom: 1px solid #eee; padding: 4px 6px; vertical-align: top;}
 .sv-timeline td.sv-n {color: #888; width: 3.5rem; white-space: nowrap;}
+.sv-why {color: #777; font-size: 0.75rem; margin-top: 2px;}
 .sv-timeline td.sv-meta {color: #888; font-size: 0.8rem; width: 9rem; white-space: nowrap;}
 </style>
 """
@@ -108,6 +109,9 @@ def timeline_html(run: Run, upto_round: int | None = None) -> str:
     for r in rounds:
         spans = "".join(round_spans(r, show_rejected=True, upto_emitted=False))
         meta = f"γ={r.gamma} · {r.n_accepted}/{len(r.drafted)} kept · {1000 * (r.draft_seconds + r.verify_seconds):.0f} ms"
+        if r.source:  # a drafter that chooses among others (auto) says which one drafted, and why
+            meta = f"{html.escape(r.source)} · {meta}"
+            spans += f'<div class="sv-why">{html.escape(r.why)}</div>'
         rows.append(f'<tr><td class="sv-n">#{r.index + 1}</td><td class="sv-text">{spans}</td><td class="sv-meta">{meta}</td></tr>')
     return f'{CSS}<table class="sv-timeline">{"".join(rows)}</table>'
 

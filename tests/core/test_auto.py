@@ -1,0 +1,131 @@
+"""The auto drafter: its running estimates, the choice they make, what a round records, and that it is lossless."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from specviz.config import Decoding, Sampling, TreeShape
+from specviz.decode import generate
+from specviz.drafters import build_drafter
+from specviz.drafters.auto import DECAY, Acceptance, AutoDrafter, Costs
+from specviz.drafters.suffix import SuffixDrafter
+from specviz.drafters.suffix_index import SuffixCorpus
+from specviz.errors import ConfigError
+from tiny import PROMPTS
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_acceptance_starts_at_a_half_and_follows_what_was_kept():
+    a = Acceptance()
+    assert a.alpha(0) == 0.5 and a.expected(2) == pytest.approx(0.5 + 0.25)
+    a.observe(depth=3, accepted=1)  # kept the first draft, refused the second; the third was never judged
+    assert a.tried == [1.0, 1.0, 0.0] and a.kept == [1.0, 0.0, 0.0]
+    assert a.alpha(0) == pytest.approx(1.5 / 2) and a.alpha(1) == pytest.approx(0.5 / 2) and a.alpha(2) == 0.5
+    for _ in range(200):  # the first position always kept: its α tends to 1 (the old counts fade)
+        a.observe(depth=1, accepted=1)
+    assert a.alpha(0) > 0.95
+    assert a.tried[0] == pytest.approx(1 / (1 - DECAY), rel=1e-3)  # decayed counts: about the last 20 rounds
+
+
+def test_costs_measure_v_and_c_against_the_plain_step():
+    costs = Costs()
+    assert costs.v(4) == 1.0 and costs.c("head") == 0.0  # nothing measured: verification costs a step, drafting nothing
+    costs.observe_forward(2, 0.024)  # only a 2-draft forward seen: a flat line through it
+    assert costs.v(0) == 1.0 and costs.v(5) == 1.0
+    costs.observe_forward(0, 0.020)
+    costs.observe_draft("head", 0.004, 2)
+    assert costs.v(2) == pytest.approx(1.2) and costs.c("head") == pytest.approx(0.1)
+    costs.observe_forward(4, 0.028)  # sizes never seen are read off the least-squares line: 0.020 + 0.002 n
+    assert costs.v(3) == pytest.approx(0.026 / 0.020)
+
+
+@pytest.fixture(scope="module")
+def baseline(target):
+    """The target alone, greedy (computed once per prompt and length)."""
+    runs = {}
+
+    def get(prompt: str, max_new: int):
+        if (prompt, max_new) not in runs:
+            runs[prompt, max_new] = generate(target, None, prompt, Decoding(max_new_tokens=max_new))
+        return runs[prompt, max_new]
+
+    return get
+
+
+def auto(head=None, corpus=None):
+    return AutoDrafter("auto", SuffixDrafter(corpus=corpus or SuffixCorpus()), head)
+
+
+def test_the_choice_weighs_expected_tokens_against_cost():
+    drafter = auto()
+    drafter.acceptance = {"suffix": Acceptance(), "head": Acceptance()}
+    drafter.costs.observe_forward(0, 0.020)
+    drafter.costs.observe_forward(3, 0.030)  # v(3) = 1.5
+    drafter.costs.observe_draft("head", 0.002, 1)  # c = 0.1
+    # Head at α = 1/2: 3 drafts promise (1 + 0.875) / (1.5 + 0.3) = 1.04 tokens per step, more than the 1.0 of none.
+    assert drafter._option("head", 3, 3, "").gain == pytest.approx(1.875 / 1.8)
+    assert drafter._option("none", 0, 0, "").gain == 1.0
+    for _ in range(30):  # the head keeps missing its first guess: drafting with it stops paying
+        drafter.acceptance["head"].observe(depth=3, accepted=0)
+    best = max((drafter._option("head", n, n, "") for n in (1, 2, 3)), key=lambda o: o.gain)
+    assert best.gain < drafter._option("none", 0, 0, "").gain
+
+
+def test_rounds_record_which_drafter_drafted_and_why(target, make_drafter):
+    from specviz.app.views.tokens import timeline_html
+
+    corpus = SuffixCorpus()
+    settings = Decoding(gamma=4, max_new_tokens=24)
+    for prompt in PROMPTS:
+        generate(target, SuffixDrafter(corpus=corpus), prompt, settings)  # earlier answers to draft from
+    run = generate(target, auto(corpus=corpus), PROMPTS[0], settings)
+    sources = {r.source for r in run.rounds}
+    assert sources <= {"suffix", "none"} and "suffix" in sources
+    assert all("tokens per step" in r.why for r in run.rounds)
+    copied = next(r for r in run.rounds if r.source == "suffix")
+    assert "earlier answers" in copied.why or "prompt and answer" in copied.why
+    html = timeline_html(run)
+    assert "suffix ·" in html and copied.why.split(";")[0] in html
+
+
+@pytest.mark.parametrize("tree", [TreeShape(), TreeShape(budget=6, branching=2)])
+@pytest.mark.parametrize("gamma", [1, 4])
+def test_greedy_output_is_the_targets_own_with_and_without_a_head(target, baseline, load, tiny_head_dir, tree, gamma):
+    corpus = SuffixCorpus()
+    head = build_drafter(f"head:{tiny_head_dir}", target, load=load)
+    used = set()
+    for prompt in PROMPTS * 2:
+        alone = baseline(prompt, 24)
+        for drafter in (auto(corpus=corpus), auto(head, corpus)):
+            run = generate(target, drafter, prompt, Decoding(gamma=gamma, max_new_tokens=24, tree=tree))
+            assert run.output_ids == alone.output_ids
+            used |= {r.source for r in run.rounds}
+    assert {"suffix", head.name} <= used  # both sources drafted somewhere
+
+
+def test_sampled_output_follows_the_target_whatever_drafts(target, load, tiny_head_dir):
+    """At temperature 1 the first token after a prompt is distributed as the target's p, with auto drafting."""
+    from specviz.verify import distribution
+
+    head = build_drafter(f"head:{tiny_head_dir}", target, load=load)
+    prompt = PROMPTS[0]
+    sampling = Sampling(temperature=1.0)
+    ids = torch.tensor([generate(target, None, prompt, Decoding(max_new_tokens=1)).prompt_ids])
+    with torch.inference_mode():
+        p = distribution(target.model(ids).logits[0, -1, : target.vocab_size], sampling)
+    counts = torch.zeros_like(p)
+    n = 600
+    for seed in range(n):
+        run = generate(target, auto(head), prompt, Decoding(gamma=3, max_new_tokens=2, seed=seed, sampling=sampling))
+        counts[run.output_ids[0]] += 1
+    top = p.topk(5).indices
+    assert torch.allclose(counts[top] / n, p[top], atol=4 * (0.25 / n) ** 0.5)  # within 4 standard errors
+
+
+def test_auto_is_in_the_registry_and_says_what_is_wrong(target, load):
+    drafter = build_drafter("auto", target, load=load)
+    assert isinstance(drafter, AutoDrafter) and drafter.head is None  # no head reads the tiny target: suffix or none
+    with pytest.raises(ConfigError, match="no draft head named 'nope'"):
+        build_drafter("auto:nope", target, load=load)
