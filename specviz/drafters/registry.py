@@ -16,7 +16,7 @@ from .head import HeadDrafter, HybridDrafter
 from .head_net import is_head, load_head
 from .model import ModelDrafter, layer_skip_view
 from .ngram import NgramDrafter
-from .suffix import SuffixDrafter, corpus_for
+from .suffix import SuffixDrafter, corpus_for, template_tokens
 
 Loader = Callable[[str], LoadedModel]
 
@@ -70,7 +70,7 @@ def _ngram_drafter(spec: Spec, target, load) -> Drafter:
 def _suffix_drafter(spec: Spec, target: LoadedModel, load) -> Drafter:
     if spec.arg:
         raise ConfigError(f"suffix takes no argument, got suffix:{spec.arg}")
-    return SuffixDrafter("suffix", corpus_for(target.tokenizer))
+    return SuffixDrafter("suffix", corpus_for(target.tokenizer), never=template_tokens(target.tokenizer))
 
 
 AUTO_HEAD = "smol-head-8k"  # the head `auto` weighs against suffix drafting unless auto:NAME names another

@@ -35,10 +35,12 @@ SHIPPED_CORPUS = Path(__file__).resolve().parents[2] / "assets" / "suffix" / "an
 class SuffixDrafter(Drafter):
     kind = "suffix"
 
-    def __init__(self, name: str = "suffix", corpus: SuffixCorpus | None = None, min_confidence: float = MIN_CONFIDENCE):
+    def __init__(self, name: str = "suffix", corpus: SuffixCorpus | None = None, min_confidence: float = MIN_CONFIDENCE,
+                 never: frozenset[int] = frozenset()):
         super().__init__(name)
         self.corpus = corpus
         self.min_confidence = min_confidence
+        self.never = never  # tokens never drafted: the chat template's markers, which a prompt has but an answer does not
         self.local = LocalIndex(LOCAL_DEPTH)
         self.key: int | None = None  # the prompt's, so that this prompt never drafts from its own earlier answer
         self.why = ""  # the last round's source and match, for the Rounds timeline
@@ -79,6 +81,8 @@ class SuffixDrafter(Drafter):
             counts = match.counts()
             total = sum(counts.values()) + 1 / match.depth
             for token, count in counts.most_common(branching):
+                if token in self.never:
+                    continue
                 share = -confidence * count / total
                 if share < self.min_confidence or len(tokens) >= budget:
                     break
@@ -95,6 +99,16 @@ class SuffixDrafter(Drafter):
         if self.corpus is not None:
             self.corpus.add(output_ids, key=self.key)
             self.corpus.refresh()
+
+
+def template_tokens(tokenizer) -> frozenset[int]:
+    """The tokenizer's special tokens but its end of sequence: chat-template markers an answer never writes.
+
+    Copied from the prompt they made the first round's draft wrong: after "<|im_start|>assistant", the
+    prompt's earlier "<|im_start|>" line is a match, and what followed it there is another role's marker.
+    """
+    eos = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
+    return frozenset(i for i in getattr(tokenizer, "all_special_ids", []) if i not in eos)
 
 
 def _depth(parents: list[int], node: int) -> int:

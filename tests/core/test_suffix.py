@@ -91,6 +91,25 @@ def test_draft_length_follows_the_confidence_of_the_match(target):
     assert "earlier answers" in sure.why
 
 
+def test_chat_template_markers_are_never_drafted(target):
+    """A chat prompt repeats its role markers; what followed a marker there is never the answer's next token."""
+    import torch
+
+    from specviz.drafters.suffix import template_tokens
+
+    marker = 9
+    drafter = SuffixDrafter(corpus=SuffixCorpus(), never=frozenset({marker}))
+    context = torch.tensor([[marker, 20, 21, 30, 31, 32, marker, 20, 21]])  # "<start> user ... <start> user": a match
+    drafter.start(context[:, :1], Decoding(gamma=4))
+    assert drafter.propose(context, 4, Decoding().sampling, None).ids.tolist() == [30, 31, 32]  # stops before the marker
+    unaware = SuffixDrafter(corpus=SuffixCorpus())
+    unaware.start(context[:, :1], Decoding(gamma=4))
+    assert unaware.propose(context, 4, Decoding().sampling, None).ids.tolist() == [30, 31, 32, marker]
+    markers = template_tokens(target.tokenizer)
+    assert target.tokenizer.eos_token_id not in markers  # the end of an answer can still be drafted
+    assert set(markers) <= set(target.tokenizer.all_special_ids)
+
+
 @pytest.mark.parametrize("tree", [TreeShape(), TreeShape(budget=6, branching=2)])
 @pytest.mark.parametrize("gamma", [1, 3, 5])
 def test_greedy_output_is_the_targets_own(target, baseline, tree, gamma):
