@@ -5,13 +5,16 @@ costs in target steps: v(n) for a forward over the last token and n drafts, plus
 them (c = draft seconds per token / target step seconds). `AutoDrafter` keeps running estimates
 of every term and each round takes the option with the most expected tokens per step:
 
-- α_s(i): how often source s's draft at position i is kept once the drafts before it were, by
-  position, counted with a decay so that the estimate follows the text (copying pays in a passage
-  being quoted, guessing in free prose). Every source starts at 1/2 with little weight, so each one
-  is tried before it is judged.
+- the head's α(i): how often its draft at position i is kept once the drafts before it were, by
+  position, counted with a decay so that the estimate follows the text. It starts at 1/2 with
+  little weight, so the head is tried before it is judged.
+- the suffix drafter's own confidence in each drafted token (how often that continuation followed
+  the same words), times a running calibration: tokens it got kept over tokens its confidence
+  promised. A long match seen often and a one-token match seen once differ far more than draft
+  positions do.
 - c_s: the seconds each source took per drafted token, measured here around its own `propose`.
-- v(n): the seconds of the verification forwards it has seen, by n, over those of plain steps
-  (n = 0); until a size has been seen, a line through the ones that have.
+- v(n): the seconds of verification forwards, on a line fitted through the sizes n it has seen,
+  over those of a plain step (n = 0).
 
 The suffix drafter proposes first (it costs microseconds and its draft ends where its confidence
 does); the head is asked only when it could win. Whatever is chosen, the target verifies it with
@@ -75,7 +78,10 @@ class Costs:
             self.draft[source] = _mix(self.draft.get(source), seconds / tokens)
 
     def observe_forward(self, n: int, seconds: float) -> None:
-        self.forward[n] = _mix(self.forward.get(n), seconds)
+        old = self.forward.get(n)
+        if old is not None:  # one stalled forward (another process, a page fault) counts as at most twice the usual
+            seconds = min(seconds, 2 * old)
+        self.forward[n] = _mix(old, seconds)
 
     def step(self) -> float | None:
         """Seconds of one target step (a forward over one token), measured or read off the line."""
@@ -85,15 +91,13 @@ class Costs:
         return line[0] if line else None
 
     def v(self, n: int) -> float:
-        """v(n): a verification forward over 1 + n tokens in target steps (1 until anything is measured)."""
-        step = self.step()
-        if not step:
+        """v(n): a verification forward over 1 + n tokens in target steps, off the line through the sizes seen
+        (1 until anything is measured). A line rather than each size's own average: rising in n, and steady."""
+        step, line = self.step(), self._line()
+        if not step or not line:
             return 1.0
-        seconds = self.forward.get(n)
-        if seconds is None:
-            a, b = self._line()
-            seconds = a + b * n
-        return max(seconds / step, 1.0)
+        a, b = line
+        return max((a + b * n) / step, 1.0)
 
     def c(self, source: str) -> float:
         step = self.step()
@@ -134,6 +138,7 @@ class AutoDrafter(Drafter):
         self.acceptance: dict[str, Acceptance] = {}
         self.costs = Costs()
         self.choice: Choice | None = None
+        self.copied = [PRIOR, PRIOR]  # tokens the suffix drafter got kept, and those its confidence promised (decaying sums)
         self.depth = 0  # how deep this round's proposal reaches
         self.verify_started = 0.0
         self.sync = None
@@ -143,23 +148,24 @@ class AutoDrafter(Drafter):
         self.suffix.start(prompt_ids, settings)
         if self.head is not None:
             self.head.start(prompt_ids, settings, hidden)
-        self.acceptance = {"suffix": Acceptance(), **({self.head.name: Acceptance()} if self.head else {})}
-        self.costs, self.choice = Costs(), None
+        self.acceptance = {self.head.name: Acceptance()} if self.head else {}
+        self.costs, self.choice, self.copied = Costs(), None, [PRIOR, PRIOR]
         self.sync = torch.cuda.synchronize if prompt_ids.device.type == "cuda" else None
 
     def draft(self, context, k, sampling, generator) -> Proposal:
         copied, seconds = self._timed(self.suffix, context, k, sampling, generator)
-        depth = _depth(copied)
-        self.costs.observe_draft("suffix", seconds, depth)
+        self.costs.observe_draft("suffix", seconds, copied.ids.shape[0])
         tree = self.tree.budget if self.tree.on else 0  # a tree's forward reads its nodes, not its depth
         options = [self._option("none", 0, 0, "")]
-        if depth:
-            options.append(self._option("suffix", depth, copied.ids.shape[0], self.suffix.why))
+        if copied.parents is not None and copied.ids.shape[0]:  # a suffix tree: all of it, its nodes' confidence summed
+            options.append(self._copy_option(copied.ids.shape[0], copied.ids.shape[0]))
+        elif copied.parents is None:  # a chain: any prefix of it
+            options += [self._copy_option(n, n) for n in range(1, copied.ids.shape[0] + 1)]
         if self.head is not None and k:
             options += [self._option(self.head.name, n, tree or n, "") for n in range(1, k + 1)]
         best = max(options, key=lambda o: o.gain)
         if best.source == "suffix":
-            proposal = copied
+            proposal = copied if copied.parents is not None else Proposal(copied.ids[: best.n], None)
         elif best.source == "none":
             proposal = Proposal(context.new_empty(0), None)
         else:
@@ -174,7 +180,9 @@ class AutoDrafter(Drafter):
         seconds = self._now() - self.verify_started
         super().feedback(kept)
         self.costs.observe_forward(self.drafted, seconds)
-        if self.choice and self.choice.source != "none":
+        if self.choice and self.choice.source == "suffix":
+            self.copied = [DECAY * self.copied[0] + len(kept), DECAY * self.copied[1] + sum(self.suffix.confidence[: self.choice.n])]
+        elif self.choice and self.choice.source != "none":
             self.acceptance[self.choice.source].observe(self.depth, len(kept))
         self.suffix.feedback(kept)
         if self.head is not None:
@@ -184,6 +192,12 @@ class AutoDrafter(Drafter):
         self.suffix.finish(output_ids)
 
     # --- the choice ------------------------------------------------------------------------
+    def _copy_option(self, n: int, nodes: int) -> Choice:
+        """The suffix drafter's first n tokens: its confidence in them, calibrated by what it got kept so far."""
+        expected = self.copied[0] / self.copied[1] * sum(self.suffix.confidence[:n])
+        cost = self.costs.v(nodes) + nodes * self.costs.c("suffix")
+        return Choice("suffix", n, (1 + expected) / cost, self.suffix.why)
+
     def _option(self, source: str, n: int, nodes: int, why: str) -> Choice:
         """Drafting n positions deep (`nodes` tokens in all) from `source`: expected tokens per target step."""
         if source == "none":

@@ -44,6 +44,7 @@ class SuffixDrafter(Drafter):
         self.local = LocalIndex(LOCAL_DEPTH)
         self.key: int | None = None  # the prompt's, so that this prompt never drafts from its own earlier answer
         self.why = ""  # the last round's source and match, for the Rounds timeline
+        self.confidence: list[float] = []  # the last proposal's: each node's estimated chance of being reached and kept
 
     def start(self, prompt_ids, settings, hidden=None):
         super().start(prompt_ids, settings)
@@ -66,6 +67,7 @@ class SuffixDrafter(Drafter):
         local = self.local.longest_match(context)
         found = self.corpus.longest_match(context, exclude=self.key) if self.corpus is not None else None
         root = max((m for m in (local, found) if m is not None), key=lambda m: m.depth, default=None)
+        self.confidence = []
         if root is None:
             self.why = "no earlier occurrence of the last token"
             return [], []
@@ -88,6 +90,7 @@ class SuffixDrafter(Drafter):
                     break
                 tokens.append(token)
                 parents.append(parent)
+                self.confidence.append(share)
                 child = match.follow(token)
                 if child is not None:
                     heapq.heappush(frontier, (-share, serial, len(tokens) - 1, child))

@@ -39,6 +39,8 @@ def test_costs_measure_v_and_c_against_the_plain_step():
     assert costs.v(2) == pytest.approx(1.2) and costs.c("head") == pytest.approx(0.1)
     costs.observe_forward(4, 0.028)  # sizes never seen are read off the least-squares line: 0.020 + 0.002 n
     assert costs.v(3) == pytest.approx(0.026 / 0.020)
+    costs.observe_forward(0, 1.0)  # a stalled step counts twice the usual at most
+    assert costs.forward[0] == pytest.approx(DECAY * 0.020 + (1 - DECAY) * 0.040)
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +68,7 @@ def test_the_choice_weighs_expected_tokens_against_cost():
     drafter.costs.observe_draft("head", 0.002, 1)  # c = 0.1
     # Head at α = 1/2: 3 drafts promise (1 + 0.875) / (1.5 + 0.3) = 1.04 tokens per step, more than the 1.0 of none.
     assert drafter._option("head", 3, 3, "").gain == pytest.approx(1.875 / 1.8)
-    assert drafter._option("none", 0, 0, "").gain == 1.0
+    assert drafter._option("none", 0, 0, "").gain == pytest.approx(1.0)
     for _ in range(30):  # the head keeps missing its first guess: drafting with it stops paying
         drafter.acceptance["head"].observe(depth=3, accepted=0)
     best = max((drafter._option("head", n, n, "") for n in (1, 2, 3)), key=lambda o: o.gain)
