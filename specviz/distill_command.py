@@ -70,6 +70,8 @@ def add_head_arguments(p) -> None:
                    help="prompts per category the target writes for itself and answers (default 0)")
     g.add_argument("--document-tokens", type=int, default=d.document_tokens,
                    help=f"tokens of local documents the target reads (default {d.document_tokens:,})")
+    g.add_argument("--positions", type=int, default=d.positions,
+                   help="train on texts drawn at random up to N trained positions (default 0: all; for a data curve)")
     g.add_argument("--ttt-steps", type=int, default=d.ttt_steps, help=f"training-time-test steps (default {d.ttt_steps})")
     g.add_argument("--feature-weight", type=float, default=d.feature_weight,
                    help=f"weight of the feature regression (default {d.feature_weight:g})")
@@ -81,7 +83,7 @@ def head_config_from_args(args) -> HeadConfig:
     given = {k: v for k, v in (("steps", args.steps), ("batch_size", args.batch_size), ("lr", args.lr),
                                ("max_new_tokens", args.max_new_tokens)) if v is not None}
     return HeadConfig(target=args.target, name=args.name, vocab=args.vocab, samples=args.samples,
-                      answer_minutes=args.data_minutes, max_prompts=args.max_prompts, written=args.written, document_tokens=args.document_tokens,
+                      answer_minutes=args.data_minutes, max_prompts=args.max_prompts, written=args.written, document_tokens=args.document_tokens, positions=args.positions,
                       ttt_steps=args.ttt_steps, feature_weight=args.feature_weight, seed=args.seed, out=args.out,
                       work=args.work, device=args.device, resume=args.resume, **given)
 

@@ -56,6 +56,7 @@ class HeadConfig:
     bf16_answers: bool = True  # a bf16 copy of the target writes the answers where the hardware has bf16 (faster)
     answer_batch: int = 48  # answers written at once (48: 507 tokens/s against 396 at 16 on this CPU, in bf16)
     document_tokens: int = 250_000  # tokens of local documents (Python's reference and code) the target reads
+    positions: int = 0  # train on texts drawn at random up to this many trained positions (0 = all): the data curve
     steps: int = 2000  # optimiser steps
     batch_size: int = 8  # texts per step
     seq_len: int = 320  # tokens kept per text
@@ -76,8 +77,8 @@ class HeadConfig:
         for key in ("vocab", "steps", "batch_size", "seq_len", "ttt_steps", "max_new_tokens"):
             if int(getattr(self, key)) < 1:
                 raise ConfigError(f"{key.replace('_', ' ')} must be at least 1, got {getattr(self, key)}")
-        if self.samples < 0 or self.written < 0 or self.document_tokens < 0:
-            raise ConfigError("samples, written prompts and document tokens must be 0 or more")
+        if self.samples < 0 or self.written < 0 or self.document_tokens < 0 or self.positions < 0:
+            raise ConfigError("samples, written prompts, document tokens and positions must be 0 or more")
         if not self.lr > 0:
             raise ConfigError(f"the learning rate must be positive, got {self.lr}")
 
@@ -137,6 +138,9 @@ def collect(cfg: HeadConfig, target: LoadedModel, progress: bool = True,
     counts = Counter()
     for s in answers.sequences + (own.sequences if own else []):
         counts.update(s.answer.tolist())
+    if cfg.positions:
+        features = subset(features, cfg.positions, cfg.seed)
+        counts = Counter(t for toks, start in zip(features.tokens, features.answer_from) for t in toks[start:].tolist())
     summary = {
         "answers": {"prompts": len({s.prompt_id for s in answers.sequences}), "sequences": len(answers.sequences),
                     "tokens": answers.answer_tokens, "samples": cfg.samples, "temperature": cfg.temperature,
@@ -152,6 +156,20 @@ def collect(cfg: HeadConfig, target: LoadedModel, progress: bool = True,
     say(f"data: {features.trained_positions:,} trained positions ({features.positions:,} read), "
         f"features captured in {manifest['seconds'] / 60:.1f} min")
     return HeadData(features, counts, summary)
+
+
+def subset(features: Features, positions: int, seed: int) -> Features:
+    """Texts drawn at random (seeded) until they hold `positions` trained positions: a smaller set from the same data."""
+    order = torch.randperm(len(features.tokens), generator=torch.Generator().manual_seed(seed)).tolist()
+    keep, total = [], 0
+    for i in order:
+        if total >= positions:
+            break
+        keep.append(i)
+        total += max(0, len(features.tokens[i]) - features.answer_from[i])
+    keep.sort()
+    return Features([features.tokens[i] for i in keep], [features.features[i] for i in keep],
+                    [features.answer_from[i] for i in keep], [features.sources[i] for i in keep])
 
 
 @torch.no_grad()
@@ -391,7 +409,7 @@ def command_for(config: dict) -> str:
     """The `specviz distill --kind head` command that trains a head with this config (its non-default settings)."""
     flags = {"name": "--name", "vocab": "--vocab", "samples": "--samples", "max_new_tokens": "--max-new-tokens",
              "answer_minutes": "--data-minutes", "max_prompts": "--max-prompts", "written": "--written",
-             "document_tokens": "--document-tokens", "steps": "--steps", "batch_size": "--batch-size", "lr": "--lr",
+             "document_tokens": "--document-tokens", "positions": "--positions", "steps": "--steps", "batch_size": "--batch-size", "lr": "--lr",
              "ttt_steps": "--ttt-steps", "feature_weight": "--feature-weight", "seed": "--seed"}
     default = asdict(HeadConfig())
     parts = [f"{flag} {config[key]:g}" if isinstance(config[key], float) else f"{flag} {config[key]}"

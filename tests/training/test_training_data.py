@@ -87,3 +87,16 @@ def test_sampling_draws_from_the_softmax():
     share = torch.bincount(draws, minlength=5).float() / len(draws)
     assert torch.allclose(share, torch.tensor([0.5, 0.3, 0.15, 0.05, 0.0]), atol=0.012)  # ~4 standard errors
     assert share[4] == 0  # a token of probability 0 is never drawn
+
+
+def test_a_data_curve_subset_is_random_texts_up_to_the_positions_asked():
+    from specviz.training.features import Features
+    from specviz.training.train_head import subset
+
+    tokens = [torch.arange(10 + i) for i in range(40)]
+    data = Features(tokens, [torch.zeros(len(t), 4) for t in tokens], [2] * 40, ["answers"] * 40)
+    small = subset(data, 100, seed=0)
+    assert 100 <= small.trained_positions < 100 + 48  # stops at the first text past the count
+    assert [len(t) for t in small.tokens] != [len(t) for t in data.tokens[: len(small.tokens)]]  # drawn, not the first ones
+    assert subset(data, 100, seed=0).tokens[0].tolist() == small.tokens[0].tolist()  # the same draw for the same seed
+    assert subset(data, 10**6, seed=0).trained_positions == data.trained_positions
