@@ -21,8 +21,8 @@ LINK = [links.Param("cmp-target", "target", choices=controls.offered(controls.ta
         links.Param("cmp-drafts", "drafts", list, item=str, choices=controls.offered(controls.draft_options)),
         links.Param("cmp-repeats", "repeats", int, limits=(1, 5)), *controls.decoding_params("cmp")]
 links.restore(LINK)
-named = [o for o in options if o not in ("suffix", "ngram", "target") and not o.startswith("layerskip")]
-default = ["suffix", "ngram", *named[:1], "target"][:4]  # the suffix and n-gram lookups (no model), a head, and the control
+named = [o for o in options if o not in ("suffix", "auto", "ngram", "target") and not o.startswith("layerskip")]
+default = ["suffix", "auto", "ngram", *named[:1]][:4]  # the suffix and n-gram lookups (no model), auto's choice, a head
 with st.sidebar:
     st.header("Comparison settings")
     target = controls.target_picker("cmp-target")

@@ -128,11 +128,12 @@ def get_target(name: str, device: str = "auto", dtype: str = "auto"):
 
 def draft_options() -> list[str]:
     """What the draft pickers offer out of the box: shipped drafts, model-free and self drafts."""
-    # ngram first (Home runs it at γ=4, where it pays off most on this CPU), the suffix drafter, then the head drafters: ngram+head beats
+    # ngram first (Home runs it at γ=4, where it pays off most on this CPU), the suffix drafter, auto (suffix, a head or
+    # none, chosen each round), then the head drafters: ngram+head beats
     # ngram at γ=2 and the head alone breaks even (README, Draft heads); the distilled tiny drafts lose.
     heads = [folder.name for _, folder in draft_folders() if is_head(folder)]
     models = [folder.name for _, folder in draft_folders() if not is_head(folder)]
-    return ["ngram", "suffix"] + [f"ngram+{h}" for h in heads] + heads + models + ["layerskip:4", "layerskip:8", "layerskip:15", "target"]
+    return ["ngram", "suffix", "auto"] + [f"ngram+{h}" for h in heads] + heads + models + ["layerskip:4", "layerskip:8", "layerskip:15", "target"]
 
 
 def target_options() -> list[str]:
