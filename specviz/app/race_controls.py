@@ -34,7 +34,7 @@ def _controls(key: str) -> tuple[float, int]:
     left, right = st.columns([4, 1], vertical_alignment="bottom")
     speed = left.segmented_control("Race speed", race.SPEEDS, default=1.0, format_func=race_view.speed_label,
                                    key=f"{key}-race-speed", help="Real time is the pace the runs were measured at")
-    right.button("↺ Run the race again", key=f"{key}-race-again", on_click=_bump, args=(key,))
+    right.button("↺ Replay the race", key=f"{key}-race-again", on_click=_bump, args=(key,))
     speed = speed or 1.0  # a deselected control means real time
     count = st.session_state.get(f"{key}-race-count", 0)
     st.session_state[f"{key}-race"] = f"{speed}|{count}"

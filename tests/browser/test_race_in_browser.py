@@ -132,7 +132,7 @@ def test_a_follower_sees_the_race_the_presenter_shows(browser, room_url):
     assert all(lane["finished"] for lane in theirs)
     assert "replayed at 2×" in srcdoc(learner)
 
-    presenter.get_by_role("button", name="↺ Run the race again").click()  # the room sees it start again
+    presenter.get_by_role("button", name="↺ Replay the race").click()  # the room sees it start again
     deadline = time.time() + FOLLOW_TIMEOUT / 1000
     while time.time() < deadline and not srcdoc(learner).startswith("<!-- race 1 -->"):
         time.sleep(0.2)
