@@ -63,7 +63,7 @@ st.caption(f"{run.draft} → {run.target} · γ={run.settings['gamma']}{' (adapt
            f"{len(run.rounds)} rounds")
 controls.legend()
 st.subheader("The race: this run against the target alone, at the measured pace")
-race_controls.show({run.draft or "speculative": comparison}, "rounds")
+race_controls.show({run.draft or "speculative": comparison}, "rounds", time_chart=False)  # drawn below
 
 st.subheader("Round by round")
 if st.session_state.get("rounds-step-of") != id(comparison):  # a new run does not start playing

@@ -41,8 +41,9 @@ def _controls(key: str) -> tuple[float, int]:
     return speed, count
 
 
-def show(comparisons: dict[str, Comparison], key: str) -> None:
-    """The target alone and each speculative run of `comparisons` (one prompt) racing side by side."""
+def show(comparisons: dict[str, Comparison], key: str, time_chart: bool = True) -> None:
+    """The target alone and each speculative run of `comparisons` (one prompt) racing side by side; beneath it
+    (unless the page draws it elsewhere) where each lane's time went."""
     lanes, notes = race.race_lanes(comparisons)
     speed, count = _controls(key)
     if len(lanes) < 2:
@@ -52,6 +53,17 @@ def show(comparisons: dict[str, Comparison], key: str) -> None:
     st.iframe(race_view.race_html(lanes, speed, count), height="content")
     for note in notes:
         st.caption(f"Note: {note}.")
+    if time_chart:
+        with st.expander("Where the time goes: drafting and the target's forwards, round by round"):
+            st.plotly_chart(race_view.time_lanes_figure(lane_spans(comparisons)), key=f"{key}-time-lanes")
+
+
+def lane_spans(comparisons: dict[str, Comparison]) -> dict[str, list[race.Span]]:
+    """Each lane's rounds on the wall clock: the target alone (the first baseline), then every run that has times."""
+    first = next(iter(comparisons.values()))
+    out = {race.BASELINE: race.spans(race.BASELINE, first.baseline)}
+    out.update({name: race.spans(name, c.spec) for name, c in comparisons.items()})
+    return {name: spans for name, spans in out.items() if spans}
 
 
 def latency_and_time(comparison: Comparison, key: str) -> None:
@@ -61,10 +73,8 @@ def latency_and_time(comparison: Comparison, key: str) -> None:
         ("time to first token (ms)", "median gap (ms)", "p90 gap (ms)")})
     st.caption("Time to first token counts the prefill. A gap is the time between two consecutive tokens: inside a "
                "speculative burst it is 0, so the median can be 0 while the p90 shows the wait between rounds.")
-    spans = {race.BASELINE: race.spans(race.BASELINE, comparison.baseline)}
-    name = comparison.spec.draft or "speculative"
-    spans[name] = race.spans(name, comparison.spec)
-    if all(spans.values()):
+    spans = lane_spans({comparison.spec.draft or "speculative": comparison})
+    if len(spans) == 2:
         st.plotly_chart(race_view.time_lanes_figure(spans), key=f"{key}-time-lanes")
 
 

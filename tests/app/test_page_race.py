@@ -57,6 +57,9 @@ def test_home_plays_the_shipped_race_without_a_model_at_any_speed(no_model):
     assert doc.count('class="sv-tok sv-') == sum(c.spec.new_tokens for c in recording.runs.values()) + \
         next(iter(recording.runs.values())).baseline.new_tokens, "every token of every lane, each at its time"
     assert any(recording.info["made_on"] in c.value for c in at.caption), "the recording says where it was made"
+    chart = figure(at, "Where the time goes")
+    rows = {y for trace in chart["data"] if trace["type"] == "bar" for y in trace["y"]}
+    assert rows == {f"{race.BASELINE} · target"} | {f"{d} · {k}" for d in recording.runs for k in ("target", "draft")}
     at.button_group(key="home-race-speed").set_value(0.25).run()
     assert "replayed at 0.25×" in race_doc(at) and "const SPEED = 0.25" in race_doc(at)
     at.button(key="home-race-again").click().run()

@@ -187,10 +187,11 @@ def time_lanes_figure(lanes: dict[str, list[race.Span]]) -> go.Figure:
         if spans:
             end = max(s.end for s in spans)
             fig.add_scatter(x=[end], y=[f"{name} · target"], mode="markers+text", text=[f"finish {end:.2f} s"],
+                            cliponaxis=False,
                             textposition="middle right", marker=dict(symbol="line-ns-open", size=18, color="#000"),
                             showlegend=False, hoverinfo="skip")
     fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(rows)))
     fig.update_layout(barmode="overlay", title="Where the time goes: drafting and the target's forwards, round by round",
                       xaxis_title="wall-clock seconds since the start", height=140 + 45 * len(rows),
-                      margin=dict(l=40, r=60, t=50, b=40), legend=dict(orientation="h", y=-0.3))
+                      margin=dict(l=40, r=110, t=50, b=40), legend=dict(orientation="h", y=-0.3))
     return fig
