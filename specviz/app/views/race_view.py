@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import html
 import json
-import math
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -128,18 +127,6 @@ def race_html(lanes: list[Lane], speed: float = 1.0, replay: int = 0) -> str:
         f'<div class="race" data-finished="false" style="grid-template-columns: repeat({columns}, minmax(0, 1fr))">'
         f"{body}</div>" + SCRIPT % {"speed": json.dumps(float(speed)), "longest": json.dumps(longest)}
     )
-
-
-def race_height(lanes: list[Lane], width: int = 1150) -> int:
-    """Pixels the race page needs: the longest lane's text wrapped in its column (estimated, monospace)."""
-    columns = max(1, min(len(lanes), 4))
-    per_line = max(20, int((width / columns - 40) / 8.6))
-    lines = 1
-    for runner in lanes:
-        text = "".join(t.text for t in runner.tokens)
-        wrapped = sum(math.ceil(max(1, len(part) + 2) * 1.15 / per_line) for part in text.split("\n"))
-        lines = max(lines, wrapped)
-    return 150 + 27 * lines
 
 
 def latency_frame(comparison: Comparison) -> pd.DataFrame:
