@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from specviz.app import controls, links, room
+from specviz.app import controls, links, race_controls, room
 from specviz.app.views import figures, tokens
 from specviz.models import DEFAULT_TARGET
 
@@ -13,7 +13,8 @@ controls.page_intro(
     "**one** forward pass; the longest agreeing prefix is kept, the first disagreement is replaced by the "
     "target's own token — so the output is exactly the target's, produced in fewer target passes.",
 )
-room.room_bar(room.page_id(__file__))
+PAGE = room.page_id(__file__)
+room.room_bar(PAGE)
 LENGTHS = (16, 32, 64)
 LINK = [links.Param("home-prompt", "prompt"), links.Param("home-tokens", "max_new", int, choices=lambda: LENGTHS)]
 links.restore(LINK)
@@ -32,6 +33,12 @@ st.html(
     + T(".", "bonus", "bonus token from the target's last position") + "</div></div>"
 )
 controls.legend()
+
+st.subheader("The race: the same answer, sooner")
+st.write("The target alone and speculative runs of the same prompt, replayed at the pace they were measured: the "
+         "target alone delivers one token per step, speculative decoding a burst per round.")
+race_controls.show_shipped("home")
+room.publish(PAGE, {"home-race": race_controls.published("home")})
 
 st.subheader("A recorded run")
 demo = controls.load_demo()

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from specviz.app import autoplay, controls, links, room
+from specviz.app import autoplay, controls, links, race_controls, room
 from specviz.app.views import charts, figures, tables, tokens, tree_charts
 
 st.set_page_config(page_title="Rounds · SpecViz", page_icon="🔎", layout="wide")
@@ -62,8 +62,10 @@ st.caption(f"{run.draft} → {run.target} · γ={run.settings['gamma']}{' (adapt
            f"{run.settings['verification']['mode']} verification · {run.device} {run.dtype} · {run.new_tokens} tokens in "
            f"{len(run.rounds)} rounds")
 controls.legend()
+st.subheader("The race: this run against the target alone, at the measured pace")
+race_controls.show({run.draft or "speculative": comparison}, "rounds", time_chart=False)  # drawn below
 
-
+st.subheader("Round by round")
 if st.session_state.get("rounds-step-of") != id(comparison):  # a new run does not start playing
     st.session_state["rounds-step-of"] = id(comparison)
     st.session_state["rounds-playing"] = False
@@ -88,7 +90,8 @@ def replay():
         step = min(n, step + 1)
     step = b4.slider("Replay up to round", 1, n, step, key=f"rounds-slider-{step}")
     st.session_state["rounds-step"] = step
-    room.publish(PAGE, {"rounds-step": step, "rounds-result": st.session_state.get("rounds-result")})
+    room.publish(PAGE, {"rounds-step": step, "rounds-result": st.session_state.get("rounds-result"),
+                        "rounds-race": race_controls.published("rounds")})
     links.share(LINK)
     links.link_box(b5)
     st.html(tokens.output_html(run, upto_round=step - 1))
@@ -114,6 +117,8 @@ def replay():
 replay()
 with st.expander("Timeline: one row per round", expanded=True):
     st.html(tokens.timeline_html(run))
+st.subheader("Latency and where the time goes")
+race_controls.latency_and_time(comparison, "rounds")
 c1, c2 = st.columns(2)
 c1.plotly_chart(charts.round_times_figure(run), key="rounds-times")
 c2.plotly_chart(charts.acceptance_by_position_figure({run.draft or "target": run}), key="rounds-bypos")

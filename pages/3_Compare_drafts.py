@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from specviz.app import controls, links, room, sweep_controls
+from specviz.app import controls, links, race_controls, room, sweep_controls
 from specviz.app.views import figures, sweep_charts, tokens
 from specviz.lab import sweeps
 
@@ -88,13 +88,15 @@ st.dataframe(table, hide_index=True, key="cmp-table", column_config={
 
 @st.fragment
 def outputs():
-    """The outputs side by side, coloured by token status; switching prompt redraws only this part."""
+    """The race and the outputs side by side, coloured by token status; switching prompt redraws only this part."""
     shown = 0
     if len(result["prompts"]) > 1:
         shown = st.selectbox("Outputs for prompt", range(len(result["prompts"])), key="cmp-shown",
                              format_func=lambda i: f"{i + 1} · {result['prompts'][i][:90]}")
     controls.legend()
     mine = [p for p in points if p.prompt_index == shown]
+    st.markdown("**The race**: the target alone and every drafter on this prompt, at the pace they were measured")
+    race_controls.show({p.draft: p.comparison for p in mine}, "cmp")
     for column, point in zip(st.columns(len(mine) or 1), mine):
         c = point.comparison
         column.markdown(f"**{point.draft}**")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from . import race
 from .config import TREE_MODES, Decoding, Sampling, TreeShape, Verification
 from .drafters import build_drafter
 from .errors import OUT_OF_MEMORY, ConfigError, SpecVizError
@@ -221,6 +222,7 @@ def _figures(c: Comparison | None, run) -> list[tuple[str, str]]:
         ("mean accepted tokens per round", f"{run.mean_accepted_tokens:.2f}"),
         ("tokens/s", f"{run.tokens_per_second:.1f}"),
     ]
+    rows += _latency_rows(run, c)
     if run.is_tree:
         rows += [("tree nodes verified per round", f"{run.mean_verified:.2f}"),
                  ("kept by sibling rank a_r", " ".join(f"{a:.2f}" for a in run.accept_by_rank()))]
@@ -240,6 +242,20 @@ def _figures(c: Comparison | None, run) -> list[tuple[str, str]]:
     return rows
 
 
+def _latency_rows(run, c: Comparison | None) -> list[tuple[str, str]]:
+    """Time to first token and the gaps between tokens, with the target alone's beside them."""
+    mine, alone = race.latency(run), race.latency(c.baseline) if c is not None else None
+    if mine is None:
+        return []
+
+    def ms(figures, name):
+        return f"{getattr(figures, name) * 1000:.1f} ms" + (f" (target alone {getattr(alone, name) * 1000:.1f} ms)"
+                                                             if alone else "")
+
+    return [("time to first token", ms(mine, "ttft")), ("gap between tokens, median", ms(mine, "gap_median")),
+            ("gap between tokens, p90", ms(mine, "gap_p90"))]
+
+
 def cmd_run(args) -> int:
     settings = _settings(args)
     check_prompt(args.prompt)  # before loading a model for nothing
@@ -255,6 +271,7 @@ def cmd_run(args) -> int:
     if args.json:
         record = comparison.to_dict() if comparison else run.to_dict()
         record["summary"] = comparison.summary() if comparison else run.summary()
+        record["summary"].update(race.latency_fields(run, comparison.baseline if comparison else None))
         print(json.dumps(record))
         return 0
     colour = sys.stdout.isatty()

@@ -107,6 +107,7 @@ def generate(
 
     rounds: list[Round] = []
     new: list[int] = []
+    arrivals: list[float] = []  # per new token: seconds since start when its round's verification ended
     stopped_at_eos = False
     while len(new) < settings.max_new_tokens and not stopped_at_eos:
         # 1. Draft up to γ tokens, none past max-new-tokens (verification always adds one more).
@@ -138,6 +139,7 @@ def generate(
                 emitted, stopped_at_eos = emitted[: i + 1], True
                 break
         new += emitted
+        arrivals += [t2 - start] * len(emitted)  # a round's tokens arrive together
         ids = torch.cat([ids, torch.tensor([emitted], device=device)], dim=1)
         record = full_round if detail else bare_round
         rounds.append(record(len(rounds), k, proposal, verdict, len(emitted), t1 - t0 + t3 - t2, t2 - t1))
@@ -158,6 +160,7 @@ def generate(
         prefill_seconds=prefill_seconds,
         seconds=seconds,
         stopped_at_eos=stopped_at_eos,
+        arrival_seconds=arrivals,
     )
     label(run, target.tokenizer)
     return run

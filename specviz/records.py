@@ -117,6 +117,9 @@ class Run:
     seconds: float  # wall time of the whole generation, prefill included
     stopped_at_eos: bool = False
     schema: str = SCHEMA
+    # Per new token: seconds since the run started when it became available (the end of its round's
+    # verification, device-synchronised). None in records made before SpecViz kept it (specviz.race).
+    arrival_seconds: list[float] | None = None
 
     # --- derived figures -------------------------------------------------------------------
     @property
@@ -298,6 +301,9 @@ def _check_types(run: Run) -> None:
     ints(run.output_ids, "output_ids")
     ints(run.prompt_ids, "prompt_ids")
     numbers([run.seconds, run.prefill_seconds], "seconds")
+    if run.arrival_seconds is not None:
+        numbers(run.arrival_seconds, "arrival_seconds")
+        need(len(run.arrival_seconds) == len(run.output_ids), "arrival_seconds (one per new token)")
     need(isinstance(run.text, str) and isinstance(run.prompt, str) and isinstance(run.settings, dict), "text/prompt/settings")
     for r in run.rounds:
         ints([r.index, r.gamma, r.n_accepted, r.next_token, r.emitted], f"round {r.index} counts")

@@ -16,6 +16,7 @@ from dataclasses import replace
 from ..config import Decoding
 from ..drafters import Drafter
 from ..models import LoadedModel
+from ..race import latency_fields
 from ..records import Comparison
 from .measure import WARMUP_TOKENS, compare, machine, timed, warm_up
 from .peer import hf_generate
@@ -53,7 +54,7 @@ def bench_rows(target: LoadedModel, makers: dict[str, Callable[[], Drafter]], pr
                        position_reached=reached, position_accepted=accepted,
                        drafting_rounds=c.spec.drafting_rounds, chat=variant.chat, shape=tree_label(variant),
                        tree_budget=variant.tree.budget, tree_branching=variant.tree.branching,
-                       tree_mode=variant.tree.mode, verified_per_round=c.spec.mean_verified)
+                       tree_mode=variant.tree.mode, verified_per_round=c.spec.mean_verified, **latency_fields(c.spec, c.baseline))
             if compare_hf:
                 row.update(_hf_fields(c, hf_base, _hf_timed(target, make(), item["prompt"], variant, repeats)))
             yield {**{k: row[k] for k in BENCH_FIELDS}, **{k: v for k, v in row.items() if k not in BENCH_FIELDS}}
