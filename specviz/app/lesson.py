@@ -16,7 +16,7 @@ import streamlit as st
 from ..config import Decoding
 from ..lab import same_distribution
 from ..lab.same_distribution import EXACT, RELAXED, LabRecord, LabSetup
-from ..lesson import recordings, steps
+from ..lesson import claims, recordings, steps
 from ..lesson.steps import STEPS, Question, Score
 from ..models import DEFAULT_TARGET
 from ..records import Comparison, Round, Run
@@ -201,7 +201,7 @@ def _main() -> tuple[Comparison, str]:
 
 
 # --- the steps ----------------------------------------------------------------------------------------
-def step_bottleneck() -> None:
+def step_bottleneck() -> bool:
     main, source = _main()
     base = main.baseline
     st.markdown(f"The target alone wrote these {base.new_tokens} tokens in **{base.new_tokens} forward passes, one after "
@@ -218,15 +218,17 @@ def step_bottleneck() -> None:
                 "Speculative decoding makes the target check several tokens in one pass, the way it reads a prompt.")
     provenance(source, recordings.MAIN, f"target alone, {base.new_tokens} tokens")
     live_button(recordings.MAIN, "the target alone and the n-gram draft")
+    return True
 
 
-def step_draft_verify() -> None:
+def step_draft_verify() -> bool:
     main, source = _main()
     run = main.spec
     r = steps.keep_round(run)
     st.markdown(f"Here the draft is **{run.draft}** (γ = {run.settings['gamma']}), the target SmolLM2-135M.")
     _context(run, r)
-    if predict(steps.keep_question(run, source)):
+    revealed = predict(steps.keep_question(run, source))
+    if revealed:
         _verified(r)
         step_ms = 1000 * main.baseline.step_seconds
         st.markdown(f"Checking {len(r.drafted)} drafts (+1 position) took **{1000 * r.verify_seconds:.1f} ms**, "
@@ -234,15 +236,17 @@ def step_draft_verify() -> None:
         controls.legend()
     provenance(source, recordings.MAIN, f"{run.draft} drafting, {run.new_tokens} tokens")
     live_button(recordings.MAIN, f"{run.draft} and the target alone")
+    return revealed
 
 
-def step_accept_reject() -> None:
+def step_accept_reject() -> bool:
     main, source = _main()
     run = main.spec
     r = steps.fail_round(run)
     st.markdown("Greedy decoding: the target keeps a draft when it is the target's own first choice at that position.")
     _context(run, r)
-    if predict(steps.fail_question(run, source)):
+    revealed = predict(steps.fail_question(run, source))
+    if revealed:
         _verified(r)
         if r.rejected_position is not None and r.alternatives:
             st.plotly_chart(charts.residual_figure(r), key="lesson-residual")
@@ -251,9 +255,10 @@ def step_accept_reject() -> None:
         controls.legend()
     provenance(source, recordings.MAIN)
     live_button(recordings.MAIN, f"{run.draft} and the target alone")
+    return revealed
 
 
-def step_sampling() -> None:
+def step_sampling() -> bool:
     runs, source = group(recordings.SAMPLED)
     c = runs["sampled"]
     run = c.spec
@@ -262,42 +267,48 @@ def step_sampling() -> None:
                 "each token from its q, and the target keeps it with probability **min(1, p/q)**: always when p ≥ q. "
                 "After a rejection the replacement is drawn from **norm(max(0, p − q))**, the mass the draft "
                 "under-proposed. Together they give exactly the target's distribution.")
+    revealed = True
     if pick is None:
         st.info("No drafted token in this run had p < q; run it live for another draw.")
     else:
         r, _ = pick
         _context(run, r)
-        if predict(steps.sampling_question(run, source)):
+        revealed = predict(steps.sampling_question(run, source))
+        if revealed:
             _verified(r)
             if r.rejected_position is not None and r.alternatives:
                 st.plotly_chart(charts.residual_figure(r), key="lesson-sampling-residual")
             controls.legend()
     provenance(source, recordings.SAMPLED, f"{run.draft}, sampling")
     live_button(recordings.SAMPLED, f"{run.draft}, sampling")
+    return revealed
 
 
-def step_bonus() -> None:
+def step_bonus() -> bool:
     main, source = _main()
     run = main.spec
     r = steps.bonus_round(run)
     st.markdown("The target's forward pass over [last token, d₁ … d_γ] gives γ + 1 distributions: one to check each draft "
                 "and **one more after the last draft**.")
     _context(run, r)
-    if predict(steps.bonus_question(run, source)):
+    revealed = predict(steps.bonus_question(run, source))
+    if revealed:
         _verified(r)
         bonus = sum(x.next_kind == "bonus" for x in run.rounds)
         st.markdown(f"In this run **{bonus} of {len(run.rounds)} rounds** ended with a bonus token.")
         controls.legend()
     provenance(source, recordings.MAIN)
     live_button(recordings.MAIN, f"{run.draft} and the target alone")
+    return revealed
 
 
-def step_worksheet() -> None:
+def step_worksheet() -> bool:
     main, source = _main()
     run = main.spec
     st.html(tokens.output_html(run))
     controls.legend()
-    if predict(steps.worksheet_question(run, source)):
+    revealed = predict(steps.worksheet_question(run, source))
+    if revealed:
         st.markdown("**Worksheet**, filled in from this run:")
         st.dataframe(pd.DataFrame([
             ("rounds (target forward passes)", f"{len(run.rounds)}"),
@@ -313,51 +324,59 @@ def step_worksheet() -> None:
         st.plotly_chart(charts.acceptance_by_position_figure({run.draft: run}), key="lesson-bypos")
     provenance(source, recordings.MAIN)
     live_button(recordings.MAIN, f"{run.draft} and the target alone")
+    return revealed
 
 
-def step_cost() -> None:
+def step_cost() -> bool:
     runs, source = group(recordings.DRAFTS)
     st.markdown("Speedup = tokens per round ÷ cost per round, with the cost in target steps: **γ·c + v** "
                 "(c: one draft token's time ÷ one target step; v: one verification pass, about 1).")
-    if predict(steps.cost_question(runs, source)):
+    revealed = predict(steps.cost_question(runs, source))
+    if revealed:
         _table(runs, lambda n: n.split(":", 1)[1])
         st.markdown("The target drafting for itself keeps everything (α = 1) and still loses: each round pays γ full "
                     "target steps to draft. A draft must be **cheap** (small c) as well as right.")
     provenance(source, recordings.DRAFTS, "each drafter against the target alone, same prompt, γ and length")
     live_button(recordings.DRAFTS, "every drafter, ~1 min")
+    return revealed
 
 
-def step_gamma() -> None:
+def step_gamma() -> bool:
     runs, source = group(recordings.GAMMA)
     first = next(iter(runs.values()))
     st.markdown(f"The same prompt with **{first.spec.draft}** at each draft length γ. Longer drafts gain more tokens per "
                 "round when they are accepted, and cost more when they are not.")
-    if predict(steps.gamma_question(runs, source)):
+    revealed = predict(steps.gamma_question(runs, source))
+    if revealed:
         st.plotly_chart(lesson_charts.gamma_figure(runs), key="lesson-gamma")
         _table(runs, lambda n: f"γ = {n.split(':', 1)[1]}")
         st.caption("Differences of a few percent are within the timing noise of a shared CPU; the theory line uses each "
                    "run's own α, c and verification cost.")
     provenance(source, recordings.GAMMA)
     live_button(recordings.GAMMA, "each γ, ~1 min")
+    return revealed
 
 
-def step_draft_choice() -> None:
+def step_draft_choice() -> bool:
     runs, source = group(recordings.DRAFTS)
     drafts = {n: c for n, c in runs.items() if n != "drafts:target"}
     st.markdown("An accurate draft (high α) that is expensive (high c), or a weak one that is almost free?")
-    if predict(steps.draft_question(drafts, source)):
+    revealed = predict(steps.draft_question(drafts, source))
+    if revealed:
         st.plotly_chart(lesson_charts.drafts_figure(drafts), key="lesson-drafts")
         _table(drafts, lambda n: n.split(":", 1)[1])
     provenance(source, recordings.DRAFTS)
     live_button(recordings.DRAFTS, "every drafter, ~1 min")
+    return revealed
 
 
-def step_relaxed() -> None:
+def step_relaxed() -> bool:
     runs, source = group(recordings.RELAXED)
     first = next(iter(runs.values()))
     st.markdown(f"Relaxed (greedy) verification keeps a draft that is in the target's top {recordings.RELAXED_TOP_K} and "
                 f"within τ nats of its best token. Draft: **{first.spec.draft}**. τ = 0 is exact verification.")
-    if predict(steps.relaxed_question(runs, source)):
+    revealed = predict(steps.relaxed_question(runs, source))
+    if revealed:
         st.plotly_chart(lesson_charts.relaxed_figure(runs), key="lesson-relaxed")
         _table(runs, lambda n: f"τ = {n.split(':', 1)[1]}")
         loosest_name, loosest = list(runs.items())[-1]
@@ -368,9 +387,10 @@ def step_relaxed() -> None:
         right.html(tokens.output_html(loosest.spec))
     provenance(source, recordings.RELAXED)
     live_button(recordings.RELAXED, "each τ, ~1 min")
+    return revealed
 
 
-def step_faster() -> None:
+def step_faster() -> bool:
     runs, source = group(recordings.FASTER)
     main, _ = _main()
     runs = {"faster:retrieval": main, **runs}
@@ -378,17 +398,19 @@ def step_faster() -> None:
     st.markdown(f"**{main.spec.draft}** against the target alone on {len(runs)} evaluation prompts, each timed by the "
                 f"same loop after a warm-up, with the same length and settings; the output was identical to the "
                 f"target's on {same} of {len(runs)}.")
-    if predict(steps.faster_question(runs, source)):
+    revealed = predict(steps.faster_question(runs, source))
+    if revealed:
         st.plotly_chart(lesson_charts.faster_figure(runs), key="lesson-faster")
         _table(runs, lambda n: n.split(":", 1)[1])
         mean = sum(c.speedup for c in runs.values()) / len(runs)
-        st.markdown(f"Mean speedup **{mean:.2f}×**. Copying-heavy prompts (a context to quote, a text to summarise) gain; "
-                    "open answers, which copy little, gain little or lose.")
+        st.markdown(f"Mean speedup **{mean:.2f}×**. The more of its answer a prompt lets the draft copy, the more it "
+                    "gains; the ranking below says which prompts did here.")
     provenance(source, recordings.FASTER)
     live_button(recordings.FASTER, "every prompt, ~1 min")
+    return revealed
 
 
-def step_same() -> None:
+def step_same() -> bool:
     record, source = lab()
     setup = LabSetup(**record.setup)
     closeness = same_distribution.closeness(record)
@@ -399,7 +421,8 @@ def step_same() -> None:
         f"{setup.draft} drafting, and **relaxed** verification (lenience l = {setup.lenience:g}: keep with "
         f"min(1, p/(l·q))). Each set has its own seeds. Why sampling and not the formula: the formula is what is being "
         "tested; these are draws from the code that runs.")
-    if predict(steps.same_question(closeness.within(EXACT), source)):
+    revealed = predict(steps.same_question(closeness.within(EXACT), source))
+    if revealed:
         st.plotly_chart(lesson_charts.lab_figure(record), key="lesson-lab")
         cols = st.columns(3)
         cols[0].metric("TV(exact, target)", f"{closeness.tv[EXACT]:.3f}",
@@ -417,6 +440,7 @@ def step_same() -> None:
                f"{sum(len(v) for v in record.first_tokens.values())} runs in {record.seconds:.0f} s on {record.device}"
                + ("." if source != "rec" else f", with `{recording().manifest['made_by']}`."))
     live_button("lab", f"{LIVE_LAB_SAMPLES} runs per set, ~1–2 min; fewer runs, so a wider band")
+    return revealed
 
 
 RENDERERS = {
@@ -427,11 +451,25 @@ RENDERERS = {
 }
 
 
+def claim_data() -> claims.Data:
+    """The runs the steps show now (this session's live ones in place of the recordings)."""
+    return claims.Data(lambda name: group(name)[0], lab()[0])
+
+
+def show_claim(key: str) -> None:
+    """What the shown runs say, in words computed from them; a live run that contradicts the step is told so."""
+    claim = claims.claim(key, claim_data())
+    st.markdown(f"**What these runs show:** {claim.text}")
+    if claim.problems:
+        st.warning("These runs do not bear out the step's text: " + "; ".join(claim.problems) + ".", icon="⚖️")
+
+
 def render(n: int) -> None:
     step = STEPS[n - 1]
     st.header(f"{n}. {step.title}")
     st.markdown(f"*{step.teaches}*")
-    RENDERERS[step.key]()
+    if RENDERERS[step.key]():
+        show_claim(step.key)
     if n < len(STEPS):
         st.button(f"Next: {STEPS[n].title} ▶", key="lesson-next-bottom", on_click=go_to, args=(n + 1,))
 

@@ -137,3 +137,18 @@ def test_run_it_live_replaces_the_recording_for_this_session():
     assert any("Run live on this machine" in c.value for c in at.caption)
     assert at.radio[0].key != question_before  # a fresh prediction on the live run
     assert "default" in controls.loaded_models()
+
+
+def test_each_step_reveals_what_its_runs_show_without_contradiction(no_model):
+    """After the reveal every step states its runs' claim in words computed from them, and no warning says
+    that the runs contradict the step's text (the γ step says where its sweep is fastest)."""
+    for n, step in enumerate(steps.STEPS, start=1):
+        at = lesson_page(step=n)
+        if any(b.key == f"lesson-skip-{n}" for b in at.button):
+            at.button(key=f"lesson-skip-{n}").click().run()
+        shown = [m.value for m in at.markdown if m.value.startswith("**What these runs show:**")]
+        assert len(shown) == 1, f"step {n} ({step.key}) states no claim"
+        assert not at.warning, f"step {n}: {[w.value for w in at.warning]}"
+        if step.key == "gamma":
+            speed = {int(k.split(":")[1]): c.speedup for k, c in recordings.load().group("gamma").items()}
+            assert f"γ = {max(speed, key=speed.get)} " in shown[0] or f"γ = {max(speed, key=speed.get)}," in shown[0]
