@@ -120,7 +120,10 @@ def provenance(source: str, group_name: str, what: str = "") -> None:
         st.caption(f"Recorded by the project ({what or 'real runs'}) on {made['made_on']}, {made['date']}, with "
                    f"`{made['made_by']}`.")
     else:
-        st.caption(f"Run live on this machine in this session ({what or 'real runs'}).")
+        shared = [c for c in group(group_name)[0].values() if controls.shared_label(c)]
+        st.caption(f"Run live on this machine in this session ({what or 'real runs'})"
+                   + (f"; {len(shared)} of them served from another session's identical measurement on this server."
+                      if shared else "."))
 
 
 # --- predictions --------------------------------------------------------------------------------------
