@@ -22,6 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FIGURES = ROOT / "artifacts" / "room_load.json"
+IDENTICAL_GOAL_S = 60  # issue 20: a class of 30 pressing Run on the same settings, last result within a minute
 
 
 def main() -> None:
@@ -41,6 +42,10 @@ def main() -> None:
               f"(first {f['seconds_to_first_result']} s), peak server RSS {f['peak_rss_mb']} MB ({f['idle_rss_mb']} MB "
               f"idle; bound {f['rss_bound_mb']} MB), {f[shown]} of {f['sessions']} "
               f"{'shown their own place' if case == 'differing' else 'shown the shared label'}")
+    last = figures["identical"]["seconds_to_last_result"]
+    if last > IDENTICAL_GOAL_S:
+        raise SystemExit(f"identical presses: last result after {last} s, over the goal of {IDENTICAL_GOAL_S} s")
+    print(f"identical presses: last result within the goal of {IDENTICAL_GOAL_S} s")
 
 
 if __name__ == "__main__":

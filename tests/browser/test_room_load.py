@@ -13,8 +13,9 @@ Two cases, each on its own room-mode server:
 - differing settings: each learner has its own prompt, so each run is measured, one at a time, and a
   waiting learner is shown its place in the line (the checks above);
 - identical presses: every learner presses Run on the same settings. One run is measured; the others
-  join it while it is in flight (or are served it once done), each labelled as a shared measurement,
-  and the last result must come within IDENTICAL_GOAL_S.
+  join it while it is in flight (or are served it once done), each labelled as a shared measurement.
+  Its time to the last result is a figure, checked against the goal by benchmarks/room_load.py (figures about
+  time are measured there, not asserted here).
 
 The test opens SESSIONS learners per case (6: the behaviour, in about a minute). The README's figures for
 a class of 30 come from `python benchmarks/room_load.py`, which runs this test with
@@ -67,7 +68,6 @@ document.addEventListener("DOMContentLoaded", () => {
   document.head.appendChild(style);
 });
 """
-IDENTICAL_GOAL_S = 60  # issue 20: 30 identical Run presses, last result within a minute on 2 cores
 SHARED = "Shared measurement"
 PLACE = re.compile(r"You are number (\d+) in the line")
 WAIT = re.compile(r"about (\d+) s to wait")
@@ -189,7 +189,6 @@ def test_identical_presses_share_one_measurement(browser):
         assert not any(notes), f"an identical run waited in the line: {notes}"
         outputs = {page.locator('[data-testid="stMetricValue"]').first.inner_text() for page in pages}
         assert len(outputs) == 1, f"the sessions were shown different figures for one measurement: {outputs}"
-        assert figures["seconds_to_last_result"] <= IDENTICAL_GOAL_S, figures
         _keep("identical", figures)
         screenshot(pages[-1], "room_load_shared")
         for page in pages:
