@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from ..config import Decoding
@@ -21,7 +22,7 @@ from ..lesson.steps import STEPS, Question, Score
 from ..models import DEFAULT_TARGET
 from ..records import Comparison, Round, Run
 from . import controls, links
-from .views import charts, lesson_charts, tokens
+from .views import charts, lesson_charts, tokens, tree_charts
 
 STEP, LIVE, SCORE, SKIPPED = "lesson-step", "lesson-live", "lesson-score", "lesson-skipped"
 LIVE_LAB_SAMPLES = 150  # per set when the lab is run live: about a minute on 2 CPU cores
@@ -373,6 +374,72 @@ def step_draft_choice() -> bool:
     return revealed
 
 
+def _tree_costs_figure(costs) -> go.Figure:
+    """Expected speedup of the best tree and of the chain by N: this machine's measured v(N), and a flat v(N) = 1
+    drawn dashed and named as theory (no GPU was measured)."""
+    fig = go.Figure()
+    for values, name, dash in ((costs.here_tree, "best tree, this machine's v(N) (measured)", "solid"),
+                               (costs.here_chain, "chain γ = N, this machine's v(N) (measured)", "solid"),
+                               (costs.flat_tree, "best tree, v(N) = 1: theoretical GPU, not measured", "dash"),
+                               (costs.flat_chain, "chain γ = N, v(N) = 1: theoretical GPU, not measured", "dash")):
+        fig.add_trace(go.Scatter(x=costs.nodes, y=values, name=name, mode="lines+markers",
+                                 line=dict(dash=dash), marker_symbol="diamond" if "tree" in name else "circle",
+                                 hovertemplate=name + ", N = %{x}: %{y:.2f}×<extra></extra>"))
+    fig.add_hline(y=1.0, line_dash="dot")
+    fig.update_layout(title="What a tree buys: expected speedup by nodes verified (N), from this run's acceptance",
+                      xaxis_title="drafted tokens verified per round (N)", yaxis_title="expected speedup", height=380,
+                      margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.25))
+    return fig
+
+
+def step_trees() -> bool:
+    runs, source = group(recordings.TREES)
+    tree = runs["trees:tree"]
+    run = tree.spec
+    shape = run.settings["tree"]
+    st.markdown(f"**{run.draft}** drafts a tree of **{shape['budget']} nodes** (each expanded node gets its "
+                f"{shape['branching']} best guesses, at most γ = {run.settings['gamma']} deep). The target verifies every "
+                "node in one forward, each node seeing only its own ancestors, and keeps one branch. Beside it, the same "
+                f"drafter as a chain of γ = {shape['budget']}: as many drafted tokens verified per round.")
+    r = steps.tree_round(run)
+    revealed = predict(steps.tree_question(run, source))
+    if revealed:
+        if r is not None:
+            st.caption(f"Round {r.index + 1}: the tree, the kept branch highlighted")
+            st.plotly_chart(tree_charts.tree_figure(r), key="lesson-tree")
+        _table(runs, lambda n: n.split(":", 1)[1])
+        costs = claims.tree_costs_of(claim_data())
+        if costs is not None:
+            st.plotly_chart(_tree_costs_figure(costs), key="lesson-tree-costs")
+            st.caption(f"Solid: v(N) measured on {costs.machine} at a context of {costs.context} tokens "
+                       "(assets/trees/verify_cost.json, `python -m specviz verify-cost`). Dashed: a flat v(N) = 1, the "
+                       "theoretical memory-bound forward of a GPU for small N; no GPU was measured for this lesson.")
+        controls.legend()
+    provenance(source, recordings.TREES, f"{run.draft}, tree and chain")
+    live_button(recordings.TREES, "the tree and the chain, ~1 min")
+    return revealed
+
+
+def step_heads() -> bool:
+    runs, source = group(recordings.HEADS)
+    head = next(c for n, c in runs.items() if "+" not in n)
+    st.markdown(f"**{head.spec.draft}** is not a separate model: it is one small layer that reads the target's last "
+                "hidden state (what the target computed for the token it just wrote) and guesses the next tokens from "
+                "it. Every verification forward hands it fresh features, so it costs almost nothing to run.")
+    revealed = predict(steps.head_question(runs, source))
+    if revealed:
+        _table(runs, lambda n: n.split(":", 1)[1])
+        st.plotly_chart(charts.acceptance_by_position_figure({c.spec.draft: c.spec for c in runs.values()}),
+                        key="lesson-head-bypos")
+        r = steps.keep_round(head.spec)
+        if r is not None:
+            _verified(r)
+            controls.legend()
+    provenance(source, recordings.HEADS, "the head alone and beside n-gram lookup")
+    live_button(recordings.HEADS, "the head runs, ~1 min")
+    return revealed
+
+
 def step_relaxed() -> bool:
     runs, source = group(recordings.RELAXED)
     first = next(iter(runs.values()))
@@ -450,7 +517,7 @@ RENDERERS = {
     "bottleneck": step_bottleneck, "draft-verify": step_draft_verify, "accept-reject": step_accept_reject,
     "sampling": step_sampling, "bonus": step_bonus, "worksheet": step_worksheet, "cost": step_cost,
     "gamma": step_gamma, "draft-choice": step_draft_choice, "relaxed": step_relaxed, "faster": step_faster,
-    "same": step_same,
+    "same": step_same, "trees": step_trees, "heads": step_heads,
 }
 
 

@@ -267,10 +267,74 @@ def same(data: Data) -> Claim:
                  f"{'within' if c.within(RELAXED) else 'above'} it.", tuple(problems))
 
 
+def tree_costs_of(data: Data):
+    """What a tree buys at this machine's v(N) and at a theoretical flat one, from the tree run's own a_r and c."""
+    from ..lab.verify_cost import load_verify_cost
+    from .tree_costs import tree_costs
+    cost = load_verify_cost()
+    tree = data.group("trees")["trees:tree"]
+    if cost is None or not tree.spec.accept_by_rank():
+        return None
+    context = len(tree.spec.prompt_ids) + tree.spec.new_tokens // 2
+    return tree_costs(tree.spec.accept_by_rank(), tree.cost_ratio, cost, tree.spec.settings["gamma"], context)
+
+
+def trees(data: Data) -> Claim:
+    runs = data.group("trees")
+    tree, chain = runs["trees:tree"], runs["trees:chain"]
+    r = steps.tree_round(tree.spec)
+    n = tree.spec.settings["tree"]["budget"]
+    problems = []
+    if not (tree.identical and chain.identical):
+        problems.append("a tree or chain run's output differs from the target's")
+    if r is None or len(set(r.tree.parents)) == len(r.tree.parents):
+        problems.append("no round of the tree run branched")
+    gain = tree.spec.mean_accepted_tokens / chain.spec.mean_accepted_tokens - 1
+    text = (f"Measured, {n} drafted tokens verified per round either way: the tree kept "
+            f"{tree.spec.mean_accepted_tokens:.2f} tokens per round against the chain's {chain.spec.mean_accepted_tokens:.2f} "
+            f"({gain:+.0%}), {_x(tree.speedup)} against {_x(chain.speedup)}.")
+    costs = tree_costs_of(data)
+    if costs is not None:
+        best_here = max(range(len(costs.nodes)), key=lambda i: costs.here_tree[i])
+        best_flat = max(range(len(costs.nodes)), key=lambda i: costs.flat_tree[i])
+        text += (f" On this machine v(N) grows from {costs.v_here[0]:.2f} steps at N = 1 to {costs.v_here[-1]:.2f} at "
+                 f"N = {costs.nodes[-1]}, so by this run's own acceptance the best tree has N = {costs.nodes[best_here]} "
+                 f"nodes ({_x(costs.here_tree[best_here])} expected); with a theoretical flat v(N) = 1 (a GPU's "
+                 f"memory-bound forward, not measured here) it would be N = {costs.nodes[best_flat]} "
+                 f"({_x(costs.flat_tree[best_flat])}).")
+        if costs.flat_tree[best_flat] < costs.here_tree[best_here]:
+            problems.append("a flat v(N) should never make the best tree slower than a growing one")
+    return Claim(text, tuple(problems))
+
+
+def heads(data: Data) -> Claim:
+    runs = data.group("heads")
+    head = next(c for n, c in runs.items() if "+" not in n)
+    paired = next((c for n, c in runs.items() if "+" in n), None)
+    model = data.group("drafts").get("drafts:smol-draft-2l256")
+    by_pos = ", ".join(f"{a:.2f}" for a in head.spec.acceptance_by_position())
+    text = (f"{head.spec.draft}: {_c(head.cost_ratio)} per drafted token, α = {head.spec.acceptance_rate:.2f} (by "
+            f"position: {by_pos}), {head.spec.mean_accepted_tokens:.2f} tokens per round, {_x(head.speedup)}.")
+    if model is not None:
+        n = next(i for i, s in enumerate(steps.STEPS, start=1) if s.key == "draft-choice")
+        text += f" A separate 2-layer draft model (smol-draft-2l256, step {n}) costs {_c(model.cost_ratio)}."
+    if paired is not None:
+        text += (f" Beside n-gram lookup ({paired.spec.draft}): α = {paired.spec.acceptance_rate:.2f}, "
+                 f"{paired.spec.mean_accepted_tokens:.2f} tokens per round, {_x(paired.speedup)}.")
+    problems = []
+    if not all(c.identical for c in runs.values()):
+        problems.append("a head run's output differs from the target's")
+    if head.cost_ratio >= 0.1:
+        problems.append(f"the head is not almost free: {_c(head.cost_ratio)}")
+    if model is not None and head.cost_ratio >= model.cost_ratio:
+        problems.append("the head costs no less than a separate draft model")
+    return Claim(text, tuple(problems))
+
+
 CLAIMS: dict[str, Callable[[Data], Claim]] = {
     "bottleneck": bottleneck, "draft-verify": draft_verify, "accept-reject": accept_reject, "sampling": sampling,
     "bonus": bonus, "worksheet": worksheet, "cost": cost, "gamma": gamma, "draft-choice": draft_choice,
-    "relaxed": relaxed, "faster": faster, "same": same,
+    "relaxed": relaxed, "faster": faster, "same": same, "trees": trees, "heads": heads,
 }
 
 

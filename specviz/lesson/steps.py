@@ -41,6 +41,12 @@ STEPS = (
          "Longer drafts gain more when accepted but cost more when rejected: the best γ balances α against c."),
     Step("draft-choice", "Draft choice: accurate against cheap",
          "What matters is tokens gained per unit of time: a draft must be right often (α) and cheap (small c)."),
+    Step("trees", "Token trees: several guesses, one check",
+         "A tree drafts several continuations and the target checks them all in one pass; it pays only if the extra "
+         "tokens it keeps outgrow what the wider check costs, v(N), which depends on the machine."),
+    Step("heads", "Feature heads: a draft that reads the target",
+         "A draft head predicts the next tokens from the target's own hidden state: almost free to run, and as good "
+         "as what one small layer can read from those features."),
     Step("relaxed", "Relaxed verification and what it costs",
          "Accepting near-misses raises α and speed, and the output stops being the target's."),
     Step("faster", "Is it really faster?",
@@ -123,6 +129,36 @@ def fail_question(run: Run, source: str) -> Question | None:
                    "and every draft after it discarded with it.")
     return Question(f"accept-reject:{source}:{r.index}", f"Round {r.index + 1}: which draft does the target refuse first?",
                     options, answer, explain)
+
+
+def tree_round(run: Run) -> Round | None:
+    """A tree round worth drawing: branches to choose from, some kept, some refused."""
+    def branched(r):
+        return r.tree is not None and len(set(r.tree.parents)) < len(r.tree.parents)
+    return _pick([r for r in run.rounds if r.tree], branched, lambda r: r.n_accepted >= 1,
+                 lambda r: "rejected" in r.tree.status, lambda r: r.n_accepted >= 2)
+
+
+def tree_question(run: Run, source: str) -> Question | None:
+    r = tree_round(run)
+    if r is None:
+        return None
+    depth = max(1, run.settings["gamma"])
+    return Question(f"trees:{source}:{r.index}",
+                    f"Round {r.index + 1}: the draft offers a tree of {r.tree.size} nodes, at most {depth} deep. How many "
+                    "of its tokens will the target keep?", tuple(str(i) for i in range(depth + 1)), r.n_accepted,
+                    f"The target kept {r.n_accepted}: it walks from the root, each time into the child holding its own "
+                    "choice, and stops where no child does; every other branch is dropped.")
+
+
+def head_question(runs: dict[str, Comparison], source: str) -> Question | None:
+    head = next((c for n, c in runs.items() if "+" not in n), None)
+    if head is None:
+        return None
+    return Question(f"heads:{source}", f"The head {head.spec.draft} drafts γ = {head.spec.settings['gamma']} tokens a "
+                    "round from the target's hidden state. Compared with the target alone, is it…",
+                    ("faster", "about the same", "slower"), direction(head.speedup),
+                    f"Measured: {head.speedup:.2f}× (α = {head.spec.acceptance_rate:.2f}, c = {head.cost_ratio:.3f}).")
 
 
 def sampling_pick(run: Run) -> tuple[Round, int] | None:

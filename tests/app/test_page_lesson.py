@@ -81,18 +81,21 @@ def test_a_prediction_hides_the_verdict_until_submitted_then_scores_it(no_model)
     assert "Score: 1 / 2" in progress_text(at)
 
 
+SAME = next(i for i, s in enumerate(steps.STEPS, start=1) if s.key == "same")  # the distribution lab's step
+
+
 def test_a_link_opens_its_step_and_bad_links_fall_back(no_model):
-    at = lesson_page(step=12)
-    assert at.header[0].value == f"12. {steps.STEPS[11].title}"
+    at = lesson_page(step=SAME)
+    assert at.header[0].value == f"{SAME}. {steps.STEPS[SAME - 1].title}"
     assert not at.exception and not at.error
     at = lesson_page(step="banana")
     assert at.header[0].value.startswith("1.")
 
 
 def test_the_distribution_lab_reveals_tv_beside_its_noise_band(no_model):
-    at = lesson_page(step=12)
+    at = lesson_page(step=SAME)
     assert not any(m.label.startswith("TV") for m in at.metric)  # hidden until the prediction
-    at.button(key="lesson-skip-12").click().run()
+    at.button(key=f"lesson-skip-{SAME}").click().run()
     shown = {m.label: m.value for m in at.metric}
     band = float(shown["noise band (95%)"].lstrip("≤ "))
     assert float(shown["TV(exact, target)"]) <= band < float(shown["TV(relaxed, target)"])
