@@ -202,7 +202,8 @@ def merge(old: Recording, runs: dict[str, Comparison], info: dict) -> tuple[dict
     manifest entries replace the old ones; everything else, the lab included, keeps its own provenance."""
     merged_runs = {**old.runs, **runs}
     entries = {**old.manifest["runs"], **{n: info["runs"][n] for n in runs}}
-    merged = {**old.manifest, "runs": {n: entries[n] for n in merged_runs},
+    drafts = info["drafts"] if any(info["runs"][n]["group"] == DRAFTS for n in runs) else old.manifest["drafts"]
+    merged = {**old.manifest, "drafts": drafts, "runs": {n: entries[n] for n in merged_runs},
               "updated": {"made_by": info["made_by"], "made_on": info["made_on"], "date": info["date"], "runs": sorted(runs)}}
     return merged_runs, merged
 
