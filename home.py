@@ -56,16 +56,18 @@ prompt = st.text_input("Prompt", value=demo.spec.prompt if demo else "Explain sp
                        key="home-prompt")
 length = st.select_slider("New tokens", LENGTHS, 64, key="home-tokens", help="A shorter run finishes sooner")
 links.share(LINK)
-run_col, link_col = st.columns([5, 1])
+run_col, fresh_col, link_col = st.columns([4, 1, 1])
 links.link_box(link_col)
+fresh = controls.fresh_checkbox("home-fresh", fresh_col)
 if run_col.button(f"Run {draft} → {DEFAULT_TARGET} (γ=4, {length} tokens)", type="primary", key="home-run"):
     with controls.error_box("run"):
         st.session_state["home-result"] = controls.measured_run(DEFAULT_TARGET, draft, prompt,
-                                                          controls.Decoding(max_new_tokens=length))
+                                                          controls.Decoding(max_new_tokens=length), fresh=fresh)
 live = st.session_state.get("home-result")
 if live is not None:
     ok, message = figures.fidelity(live)
     (st.success if ok else st.warning)(message)
+    controls.shared_note(live)
     st.html(tokens.output_html(live.spec))
     for column, (label, value, help_text) in zip(st.columns(7), figures.headline(live)):
         column.metric(label, value, help=help_text)

@@ -24,6 +24,7 @@ with st.sidebar:
     settings = None
     with controls.error_box("use these settings"):
         settings = controls.decoding_controls("rounds")
+    fresh = controls.fresh_checkbox("rounds-fresh")
 prompt = controls.prompt_picker("rounds")
 
 left, right = st.columns([1, 3])
@@ -33,7 +34,7 @@ request = repr((target, draft, prompt, settings))
 state = st.session_state
 if settings is not None and (run_clicked or (live and "rounds-request" in state and state["rounds-request"] != request)):
     with controls.error_box("run"):
-        state["rounds-result"] = controls.measured_run(target, draft, prompt, settings)
+        state["rounds-result"] = controls.measured_run(target, draft, prompt, settings, fresh=fresh)
         state["rounds-step"] = state.pop("rounds-linked-step", len(state["rounds-result"].spec.rounds))
     state["rounds-request"] = request  # also after a failure, so a bad setting is not retried in a loop
 
@@ -54,6 +55,7 @@ run = comparison.spec
 
 ok, message = figures.fidelity(comparison)
 (st.success if ok else st.warning)(message)
+controls.shared_note(comparison)
 for column, (label, value, help_text) in zip(st.columns(7), figures.headline(comparison)):
     column.metric(label, value, help=help_text)
 tree = run.settings.get("tree", {})

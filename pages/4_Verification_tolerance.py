@@ -53,6 +53,7 @@ st.caption(f"{len(values) + 1} runs of {len(prompts)} prompt(s) after one baseli
            + ". Leaving the page or changing a control stops the sweep; the points done are kept.")
 if st.button("Run sweep", type="primary", key="tol-run", disabled=settings is None):
     state.pop("tol-sweep", None)
+    state["tol-sweep-cat"] = category  # the workload the sweep ran on (math answers can be checked)
     with controls.error_box("run the sweep"), controls.exclusive():
         model = controls.get_target(target)
         make = lambda: build_drafter(draft, model, controls.loader())  # noqa: E731 — a fresh drafter per run
@@ -115,6 +116,14 @@ def tradeoff():
 
 tradeoff()
 st.dataframe(theory_charts.sweep_table(sweep), hide_index=True)
+
+if state.get("tol-sweep-cat") in quality.CHECKABLE:
+    st.subheader("Task quality: the final answer")
+    st.caption(f"Exact match of each answer's final number against {quality.ANSWER_REFERENCE}. BLEU and agreement "
+               "count changed words; this asks whether the answer still comes out the same.")
+    st.dataframe(quality.answer_rows(sweep), hide_index=True, column_config={
+        "exact match": st.column_config.NumberColumn(format="percent"),
+        "speedup (×)": st.column_config.NumberColumn(format="%.2f×")})
 
 st.subheader(f"Exact vs the loosest rule ({loosest.label}), first prompt")
 controls.legend()

@@ -351,6 +351,11 @@ def print_summary(rows: list[dict]) -> None:
         )
     print("(verify: one verification forward in target steps; theory: from the run's own c, verify cost, tokens"
           " drafted per round and α per tested draft; meas/theory: median over prompts)")
+    checked = [r for r in rows if r.get("final_answer_match") is not None]
+    if checked:
+        print("\nfinal answer of math prompts, exact match against the target alone's final number (no reference answers):")
+        for draft, mine in _by_draft(checked).items():
+            print(f"{draft:<{width}} {sum(r['final_answer_match'] for r in mine):>5}/{len(mine)}")
     if rows and "ratio_vs_hf" in rows[0]:
         print("\nversus transformers' generate (same drafter, γ, prompts; medians over prompts):")
         print(f"{'draft':<22} {'ours/HF tok/s':>13} {'HF speedup':>10} {'HF identical':>12} {'baseline ours/HF':>16}")

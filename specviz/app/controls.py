@@ -11,6 +11,7 @@ import contextlib
 import json
 import logging
 import threading
+import uuid
 from pathlib import Path
 
 import pandas as pd
@@ -29,6 +30,7 @@ from ..prompts import CATEGORIES, check_prompt, load_prompt_set
 from ..records import Comparison, load_comparisons, loads
 from . import links, room
 from .run_queue import RunQueue
+from .shared_runs import SharedRuns, run_key
 from .views import tables
 from .views.tokens import legend_html
 
@@ -312,12 +314,36 @@ def _baselines() -> tuple[threading.Lock, dict]:
     return threading.Lock(), {}
 
 
-def measured_run(target_name: str, draft: str, prompt: str, settings: Decoding, repeats: int = 1) -> Comparison:
-    """A speculative run and its baseline; the baseline is measured once per prompt and settings on this server."""
+def measured_run(target_name: str, draft: str, prompt: str, settings: Decoding, repeats: int = 1,
+                 fresh: bool = False) -> Comparison:
+    """A speculative run and its baseline; the baseline is measured once per prompt and settings on this server,
+    and the whole run once per target, drafter, prompt and settings (`shared_runs`): an identical run measured
+    here before is served from that measurement, one being measured is joined. `fresh` measures it again."""
     check_prompt(prompt)  # before loading a model for nothing
     target = get_target(target_name)
     make = lambda: build_drafter(draft, target, loader())  # noqa: E731 — a fresh drafter per run
     make()  # refuse an unknown or incompatible draft before timing anything
+    key = run_key(target_name, draft, prompt, settings, repeats, drafter_state=_drafter_state(draft, target))
+    note = st.empty()
+
+    def on_join() -> None:
+        note.info("**An identical run is being measured for another session** (same target, drafter, prompt, settings "
+                  "and seed): yours will be served from that measurement as soon as it is done.", icon="🤝")
+
+    who = _session()
+    try:
+        measured = shared_runs().serve(key, who, lambda: _measure(target_name, target, make, draft, prompt, settings,
+                                                                   repeats), fresh=fresh, on_join=on_join)
+    finally:
+        note.empty()
+    mine = st.session_state.setdefault(_SERVED, {})
+    mine[id(measured.comparison)] = measured
+    while len(mine) > 16:
+        del mine[next(iter(mine))]
+    return measured.comparison
+
+
+def _measure(target_name, target, make, draft: str, prompt: str, settings: Decoding, repeats: int) -> Comparison:
     lock, baselines = _baselines()
     key = baseline_key(target_name, prompt, settings)
     with exclusive(), st.spinner(f"Running {draft} (γ={settings.gamma}) and the target alone…"):
@@ -331,6 +357,49 @@ def measured_run(target_name: str, draft: str, prompt: str, settings: Decoding, 
                 while len(baselines) > BASELINES_KEPT:
                     del baselines[next(iter(baselines))]
         return measure.compare(target, make, prompt, settings, baseline=baseline, repeats=repeats)
+
+
+def _drafter_state(draft: str, target) -> object:
+    """What a drafter carries from run to run on this server: the suffix drafter's corpus grows as runs finish."""
+    if "suffix" not in draft:
+        return None
+    from ..drafters.suffix import corpus_for
+    return corpus_for(target.tokenizer).size
+
+
+def _session() -> str:
+    """This browser session's own id for shared measurements (kept in its state, so every session has its own)."""
+    return st.session_state.setdefault("_shared-runs-who", uuid.uuid4().hex)
+
+
+@st.cache_resource(show_spinner=False)
+def shared_runs() -> SharedRuns:
+    """Measured runs kept per server and shared by every session (one lock inside)."""
+    return SharedRuns()
+
+
+_SERVED = "_shared-runs-served"
+
+
+def shared_label(comparison: Comparison) -> str | None:
+    """The label of a run this session was served from another session's measurement (None if it measured it)."""
+    measured = st.session_state.get(_SERVED, {}).get(id(comparison))
+    if measured is None or measured.comparison is not comparison or not measured.shared_with(_session()):
+        return None
+    return measured.label()
+
+
+def shared_note(comparison: Comparison) -> None:
+    """Say so when the run shown was measured for another session (and when)."""
+    label = shared_label(comparison)
+    if label:
+        st.info(label, icon="🤝")
+
+
+def fresh_checkbox(key: str, where=st) -> bool:
+    """The learner's way past a shared measurement: time this run again, in the line like any other."""
+    return where.checkbox("Measure afresh", key=key, help="An identical run measured on this server before is shown as "
+                       "measured (labelled shared); tick to time it again yourself. It then waits its turn in the line.")
 
 
 @st.cache_resource(show_spinner=False)

@@ -11,17 +11,18 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from ..config import Decoding
 from ..lab import same_distribution
 from ..lab.same_distribution import EXACT, RELAXED, LabRecord, LabSetup
-from ..lesson import recordings, steps
+from ..lesson import claims, recordings, steps
 from ..lesson.steps import STEPS, Question, Score
 from ..models import DEFAULT_TARGET
 from ..records import Comparison, Round, Run
 from . import controls, links
-from .views import charts, lesson_charts, tokens
+from .views import charts, lesson_charts, tokens, tree_charts
 
 STEP, LIVE, SCORE, SKIPPED = "lesson-step", "lesson-live", "lesson-score", "lesson-skipped"
 LIVE_LAB_SAMPLES = 150  # per set when the lab is run live: about a minute on 2 CPU cores
@@ -120,7 +121,10 @@ def provenance(source: str, group_name: str, what: str = "") -> None:
         st.caption(f"Recorded by the project ({what or 'real runs'}) on {made['made_on']}, {made['date']}, with "
                    f"`{made['made_by']}`.")
     else:
-        st.caption(f"Run live on this machine in this session ({what or 'real runs'}).")
+        shared = [c for c in group(group_name)[0].values() if controls.shared_label(c)]
+        st.caption(f"Run live on this machine in this session ({what or 'real runs'})"
+                   + (f"; {len(shared)} of them served from another session's identical measurement on this server."
+                      if shared else "."))
 
 
 # --- predictions --------------------------------------------------------------------------------------
@@ -201,7 +205,7 @@ def _main() -> tuple[Comparison, str]:
 
 
 # --- the steps ----------------------------------------------------------------------------------------
-def step_bottleneck() -> None:
+def step_bottleneck() -> bool:
     main, source = _main()
     base = main.baseline
     st.markdown(f"The target alone wrote these {base.new_tokens} tokens in **{base.new_tokens} forward passes, one after "
@@ -218,15 +222,17 @@ def step_bottleneck() -> None:
                 "Speculative decoding makes the target check several tokens in one pass, the way it reads a prompt.")
     provenance(source, recordings.MAIN, f"target alone, {base.new_tokens} tokens")
     live_button(recordings.MAIN, "the target alone and the n-gram draft")
+    return True
 
 
-def step_draft_verify() -> None:
+def step_draft_verify() -> bool:
     main, source = _main()
     run = main.spec
     r = steps.keep_round(run)
     st.markdown(f"Here the draft is **{run.draft}** (γ = {run.settings['gamma']}), the target SmolLM2-135M.")
     _context(run, r)
-    if predict(steps.keep_question(run, source)):
+    revealed = predict(steps.keep_question(run, source))
+    if revealed:
         _verified(r)
         step_ms = 1000 * main.baseline.step_seconds
         st.markdown(f"Checking {len(r.drafted)} drafts (+1 position) took **{1000 * r.verify_seconds:.1f} ms**, "
@@ -234,15 +240,17 @@ def step_draft_verify() -> None:
         controls.legend()
     provenance(source, recordings.MAIN, f"{run.draft} drafting, {run.new_tokens} tokens")
     live_button(recordings.MAIN, f"{run.draft} and the target alone")
+    return revealed
 
 
-def step_accept_reject() -> None:
+def step_accept_reject() -> bool:
     main, source = _main()
     run = main.spec
     r = steps.fail_round(run)
     st.markdown("Greedy decoding: the target keeps a draft when it is the target's own first choice at that position.")
     _context(run, r)
-    if predict(steps.fail_question(run, source)):
+    revealed = predict(steps.fail_question(run, source))
+    if revealed:
         _verified(r)
         if r.rejected_position is not None and r.alternatives:
             st.plotly_chart(charts.residual_figure(r), key="lesson-residual")
@@ -251,9 +259,10 @@ def step_accept_reject() -> None:
         controls.legend()
     provenance(source, recordings.MAIN)
     live_button(recordings.MAIN, f"{run.draft} and the target alone")
+    return revealed
 
 
-def step_sampling() -> None:
+def step_sampling() -> bool:
     runs, source = group(recordings.SAMPLED)
     c = runs["sampled"]
     run = c.spec
@@ -262,42 +271,48 @@ def step_sampling() -> None:
                 "each token from its q, and the target keeps it with probability **min(1, p/q)**: always when p ≥ q. "
                 "After a rejection the replacement is drawn from **norm(max(0, p − q))**, the mass the draft "
                 "under-proposed. Together they give exactly the target's distribution.")
+    revealed = True
     if pick is None:
         st.info("No drafted token in this run had p < q; run it live for another draw.")
     else:
         r, _ = pick
         _context(run, r)
-        if predict(steps.sampling_question(run, source)):
+        revealed = predict(steps.sampling_question(run, source))
+        if revealed:
             _verified(r)
             if r.rejected_position is not None and r.alternatives:
                 st.plotly_chart(charts.residual_figure(r), key="lesson-sampling-residual")
             controls.legend()
     provenance(source, recordings.SAMPLED, f"{run.draft}, sampling")
     live_button(recordings.SAMPLED, f"{run.draft}, sampling")
+    return revealed
 
 
-def step_bonus() -> None:
+def step_bonus() -> bool:
     main, source = _main()
     run = main.spec
     r = steps.bonus_round(run)
     st.markdown("The target's forward pass over [last token, d₁ … d_γ] gives γ + 1 distributions: one to check each draft "
                 "and **one more after the last draft**.")
     _context(run, r)
-    if predict(steps.bonus_question(run, source)):
+    revealed = predict(steps.bonus_question(run, source))
+    if revealed:
         _verified(r)
         bonus = sum(x.next_kind == "bonus" for x in run.rounds)
         st.markdown(f"In this run **{bonus} of {len(run.rounds)} rounds** ended with a bonus token.")
         controls.legend()
     provenance(source, recordings.MAIN)
     live_button(recordings.MAIN, f"{run.draft} and the target alone")
+    return revealed
 
 
-def step_worksheet() -> None:
+def step_worksheet() -> bool:
     main, source = _main()
     run = main.spec
     st.html(tokens.output_html(run))
     controls.legend()
-    if predict(steps.worksheet_question(run, source)):
+    revealed = predict(steps.worksheet_question(run, source))
+    if revealed:
         st.markdown("**Worksheet**, filled in from this run:")
         st.dataframe(pd.DataFrame([
             ("rounds (target forward passes)", f"{len(run.rounds)}"),
@@ -313,51 +328,125 @@ def step_worksheet() -> None:
         st.plotly_chart(charts.acceptance_by_position_figure({run.draft: run}), key="lesson-bypos")
     provenance(source, recordings.MAIN)
     live_button(recordings.MAIN, f"{run.draft} and the target alone")
+    return revealed
 
 
-def step_cost() -> None:
+def step_cost() -> bool:
     runs, source = group(recordings.DRAFTS)
     st.markdown("Speedup = tokens per round ÷ cost per round, with the cost in target steps: **γ·c + v** "
                 "(c: one draft token's time ÷ one target step; v: one verification pass, about 1).")
-    if predict(steps.cost_question(runs, source)):
+    revealed = predict(steps.cost_question(runs, source))
+    if revealed:
         _table(runs, lambda n: n.split(":", 1)[1])
         st.markdown("The target drafting for itself keeps everything (α = 1) and still loses: each round pays γ full "
                     "target steps to draft. A draft must be **cheap** (small c) as well as right.")
     provenance(source, recordings.DRAFTS, "each drafter against the target alone, same prompt, γ and length")
     live_button(recordings.DRAFTS, "every drafter, ~1 min")
+    return revealed
 
 
-def step_gamma() -> None:
+def step_gamma() -> bool:
     runs, source = group(recordings.GAMMA)
     first = next(iter(runs.values()))
     st.markdown(f"The same prompt with **{first.spec.draft}** at each draft length γ. Longer drafts gain more tokens per "
                 "round when they are accepted, and cost more when they are not.")
-    if predict(steps.gamma_question(runs, source)):
+    revealed = predict(steps.gamma_question(runs, source))
+    if revealed:
         st.plotly_chart(lesson_charts.gamma_figure(runs), key="lesson-gamma")
         _table(runs, lambda n: f"γ = {n.split(':', 1)[1]}")
         st.caption("Differences of a few percent are within the timing noise of a shared CPU; the theory line uses each "
                    "run's own α, c and verification cost.")
     provenance(source, recordings.GAMMA)
     live_button(recordings.GAMMA, "each γ, ~1 min")
+    return revealed
 
 
-def step_draft_choice() -> None:
+def step_draft_choice() -> bool:
     runs, source = group(recordings.DRAFTS)
     drafts = {n: c for n, c in runs.items() if n != "drafts:target"}
     st.markdown("An accurate draft (high α) that is expensive (high c), or a weak one that is almost free?")
-    if predict(steps.draft_question(drafts, source)):
+    revealed = predict(steps.draft_question(drafts, source))
+    if revealed:
         st.plotly_chart(lesson_charts.drafts_figure(drafts), key="lesson-drafts")
         _table(drafts, lambda n: n.split(":", 1)[1])
     provenance(source, recordings.DRAFTS)
     live_button(recordings.DRAFTS, "every drafter, ~1 min")
+    return revealed
 
 
-def step_relaxed() -> None:
+def _tree_costs_figure(costs) -> go.Figure:
+    """Expected speedup of the best tree and of the chain by N: this machine's measured v(N), and a flat v(N) = 1
+    drawn dashed and named as theory (no GPU was measured)."""
+    fig = go.Figure()
+    for values, name, dash in ((costs.here_tree, "best tree, this machine's v(N) (measured)", "solid"),
+                               (costs.here_chain, "chain γ = N, this machine's v(N) (measured)", "solid"),
+                               (costs.flat_tree, "best tree, v(N) = 1: theoretical GPU, not measured", "dash"),
+                               (costs.flat_chain, "chain γ = N, v(N) = 1: theoretical GPU, not measured", "dash")):
+        fig.add_trace(go.Scatter(x=costs.nodes, y=values, name=name, mode="lines+markers",
+                                 line=dict(dash=dash), marker_symbol="diamond" if "tree" in name else "circle",
+                                 hovertemplate=name + ", N = %{x}: %{y:.2f}×<extra></extra>"))
+    fig.add_hline(y=1.0, line_dash="dot")
+    fig.update_layout(title="What a tree buys: expected speedup by nodes verified (N), from this run's acceptance",
+                      xaxis_title="drafted tokens verified per round (N)", yaxis_title="expected speedup", height=380,
+                      margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.25))
+    return fig
+
+
+def step_trees() -> bool:
+    runs, source = group(recordings.TREES)
+    tree = runs["trees:tree"]
+    run = tree.spec
+    shape = run.settings["tree"]
+    st.markdown(f"**{run.draft}** drafts a tree of **{shape['budget']} nodes** (each expanded node gets its "
+                f"{shape['branching']} best guesses, at most γ = {run.settings['gamma']} deep). The target verifies every "
+                "node in one forward, each node seeing only its own ancestors, and keeps one branch. Beside it, the same "
+                f"drafter as a chain of γ = {shape['budget']}: as many drafted tokens verified per round.")
+    r = steps.tree_round(run)
+    revealed = predict(steps.tree_question(run, source))
+    if revealed:
+        if r is not None:
+            st.caption(f"Round {r.index + 1}: the tree, the kept branch highlighted")
+            st.plotly_chart(tree_charts.tree_figure(r), key="lesson-tree")
+        _table(runs, lambda n: n.split(":", 1)[1])
+        costs = claims.tree_costs_of(claim_data())
+        if costs is not None:
+            st.plotly_chart(_tree_costs_figure(costs), key="lesson-tree-costs")
+            st.caption(f"Solid: v(N) measured on {costs.machine} at a context of {costs.context} tokens "
+                       "(assets/trees/verify_cost.json, `python -m specviz verify-cost`). Dashed: a flat v(N) = 1, the "
+                       "theoretical memory-bound forward of a GPU for small N; no GPU was measured for this lesson.")
+        controls.legend()
+    provenance(source, recordings.TREES, f"{run.draft}, tree and chain")
+    live_button(recordings.TREES, "the tree and the chain, ~1 min")
+    return revealed
+
+
+def step_heads() -> bool:
+    runs, source = group(recordings.HEADS)
+    head = next(c for n, c in runs.items() if "+" not in n)
+    st.markdown(f"**{head.spec.draft}** is not a separate model: it is one small layer that reads the target's last "
+                "hidden state (what the target computed for the token it just wrote) and guesses the next tokens from "
+                "it. Every verification forward hands it fresh features, so it costs almost nothing to run.")
+    revealed = predict(steps.head_question(runs, source))
+    if revealed:
+        _table(runs, lambda n: n.split(":", 1)[1])
+        st.plotly_chart(charts.acceptance_by_position_figure({c.spec.draft: c.spec for c in runs.values()}),
+                        key="lesson-head-bypos")
+        r = steps.keep_round(head.spec)
+        if r is not None:
+            _verified(r)
+            controls.legend()
+    provenance(source, recordings.HEADS, "the head alone and beside n-gram lookup")
+    live_button(recordings.HEADS, "the head runs, ~1 min")
+    return revealed
+
+
+def step_relaxed() -> bool:
     runs, source = group(recordings.RELAXED)
     first = next(iter(runs.values()))
     st.markdown(f"Relaxed (greedy) verification keeps a draft that is in the target's top {recordings.RELAXED_TOP_K} and "
                 f"within τ nats of its best token. Draft: **{first.spec.draft}**. τ = 0 is exact verification.")
-    if predict(steps.relaxed_question(runs, source)):
+    revealed = predict(steps.relaxed_question(runs, source))
+    if revealed:
         st.plotly_chart(lesson_charts.relaxed_figure(runs), key="lesson-relaxed")
         _table(runs, lambda n: f"τ = {n.split(':', 1)[1]}")
         loosest_name, loosest = list(runs.items())[-1]
@@ -368,9 +457,10 @@ def step_relaxed() -> None:
         right.html(tokens.output_html(loosest.spec))
     provenance(source, recordings.RELAXED)
     live_button(recordings.RELAXED, "each τ, ~1 min")
+    return revealed
 
 
-def step_faster() -> None:
+def step_faster() -> bool:
     runs, source = group(recordings.FASTER)
     main, _ = _main()
     runs = {"faster:retrieval": main, **runs}
@@ -378,17 +468,19 @@ def step_faster() -> None:
     st.markdown(f"**{main.spec.draft}** against the target alone on {len(runs)} evaluation prompts, each timed by the "
                 f"same loop after a warm-up, with the same length and settings; the output was identical to the "
                 f"target's on {same} of {len(runs)}.")
-    if predict(steps.faster_question(runs, source)):
+    revealed = predict(steps.faster_question(runs, source))
+    if revealed:
         st.plotly_chart(lesson_charts.faster_figure(runs), key="lesson-faster")
         _table(runs, lambda n: n.split(":", 1)[1])
         mean = sum(c.speedup for c in runs.values()) / len(runs)
-        st.markdown(f"Mean speedup **{mean:.2f}×**. Copying-heavy prompts (a context to quote, a text to summarise) gain; "
-                    "open answers, which copy little, gain little or lose.")
+        st.markdown(f"Mean speedup **{mean:.2f}×**. The more of its answer a prompt lets the draft copy, the more it "
+                    "gains; the ranking below says which prompts did here.")
     provenance(source, recordings.FASTER)
     live_button(recordings.FASTER, "every prompt, ~1 min")
+    return revealed
 
 
-def step_same() -> None:
+def step_same() -> bool:
     record, source = lab()
     setup = LabSetup(**record.setup)
     closeness = same_distribution.closeness(record)
@@ -399,7 +491,8 @@ def step_same() -> None:
         f"{setup.draft} drafting, and **relaxed** verification (lenience l = {setup.lenience:g}: keep with "
         f"min(1, p/(l·q))). Each set has its own seeds. Why sampling and not the formula: the formula is what is being "
         "tested; these are draws from the code that runs.")
-    if predict(steps.same_question(closeness.within(EXACT), source)):
+    revealed = predict(steps.same_question(closeness.within(EXACT), source))
+    if revealed:
         st.plotly_chart(lesson_charts.lab_figure(record), key="lesson-lab")
         cols = st.columns(3)
         cols[0].metric("TV(exact, target)", f"{closeness.tv[EXACT]:.3f}",
@@ -417,21 +510,36 @@ def step_same() -> None:
                f"{sum(len(v) for v in record.first_tokens.values())} runs in {record.seconds:.0f} s on {record.device}"
                + ("." if source != "rec" else f", with `{recording().manifest['made_by']}`."))
     live_button("lab", f"{LIVE_LAB_SAMPLES} runs per set, ~1–2 min; fewer runs, so a wider band")
+    return revealed
 
 
 RENDERERS = {
     "bottleneck": step_bottleneck, "draft-verify": step_draft_verify, "accept-reject": step_accept_reject,
     "sampling": step_sampling, "bonus": step_bonus, "worksheet": step_worksheet, "cost": step_cost,
     "gamma": step_gamma, "draft-choice": step_draft_choice, "relaxed": step_relaxed, "faster": step_faster,
-    "same": step_same,
+    "same": step_same, "trees": step_trees, "heads": step_heads,
 }
+
+
+def claim_data() -> claims.Data:
+    """The runs the steps show now (this session's live ones in place of the recordings)."""
+    return claims.Data(lambda name: group(name)[0], lab()[0])
+
+
+def show_claim(key: str) -> None:
+    """What the shown runs say, in words computed from them; a live run that contradicts the step is told so."""
+    claim = claims.claim(key, claim_data())
+    st.markdown(f"**What these runs show:** {claim.text}")
+    if claim.problems:
+        st.warning("These runs do not bear out the step's text: " + "; ".join(claim.problems) + ".", icon="⚖️")
 
 
 def render(n: int) -> None:
     step = STEPS[n - 1]
     st.header(f"{n}. {step.title}")
     st.markdown(f"*{step.teaches}*")
-    RENDERERS[step.key]()
+    if RENDERERS[step.key]():
+        show_claim(step.key)
     if n < len(STEPS):
         st.button(f"Next: {STEPS[n].title} ▶", key="lesson-next-bottom", on_click=go_to, args=(n + 1,))
 

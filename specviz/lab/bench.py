@@ -2,7 +2,8 @@
 
 Every run is a `measure.compare` (same prompt and settings, timed by the same loop after a warm-up);
 with `compare_hf` the same drafter, γ and prompt also run through transformers' own `generate`
-(specviz.lab.peer) and the row carries the ratios. Rows are plain dicts, `BENCH_FIELDS` first: the
+(specviz.lab.peer) and the row carries the ratios. Rows of math prompts also carry the final answer's exact
+match against the target alone's (`answer_fields`). Rows are plain dicts, `BENCH_FIELDS` first: the
 CLI writes them as JSONL, `benchmarks/report.py` and the tests read them.
 """
 
@@ -20,6 +21,7 @@ from ..race import latency_fields
 from ..records import Comparison
 from .measure import WARMUP_TOKENS, compare, machine, timed, warm_up
 from .peer import hf_generate
+from .quality import CHECKABLE, final_answer_match, final_number
 
 BENCH_FIELDS = (
     "id", "draft", "gamma", "new_tokens", "rounds", "drafted", "accepted", "acceptance_rate",
@@ -55,9 +57,19 @@ def bench_rows(target: LoadedModel, makers: dict[str, Callable[[], Drafter]], pr
                        drafting_rounds=c.spec.drafting_rounds, chat=variant.chat, shape=tree_label(variant),
                        tree_budget=variant.tree.budget, tree_branching=variant.tree.branching,
                        tree_mode=variant.tree.mode, verified_per_round=c.spec.mean_verified, **latency_fields(c.spec, c.baseline))
+            if item.get("category") in CHECKABLE:
+                row.update(answer_fields(c))
             if compare_hf:
                 row.update(_hf_fields(c, hf_base, _hf_timed(target, make(), item["prompt"], variant, repeats)))
             yield {**{k: row[k] for k in BENCH_FIELDS}, **{k: v for k, v in row.items() if k not in BENCH_FIELDS}}
+
+
+def answer_fields(c: Comparison) -> dict:
+    """Task quality of a math prompt: the final number of the run and of the target alone, and whether they match
+    (the prompts carry no reference answers: the target alone's final number is the reference)."""
+    return {"final_answer": final_number(c.spec.text), "baseline_final_answer": final_number(c.baseline.text),
+            "final_answer_match": final_answer_match(c.spec.text, c.baseline.text),
+            "final_answer_reference": "target alone"}
 
 
 def warm_up_bench(target: LoadedModel, makers: dict[str, Callable[[], Drafter]], prompts: list[dict],

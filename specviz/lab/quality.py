@@ -9,11 +9,18 @@ while the output drifts from the target's own. A sweep runs the exact rule once 
 and then each tolerance value with the same seed, and records for every point the measured speedup
 (against one shared baseline) and four views of the drift: token agreement, BLEU (sacrebleu),
 ROUGE-L F1 (rouge-score) and the target's own mean log-likelihood of what was produced.
+
+Task quality, where a prompt set has checkable answers: for math prompts the final number of an answer
+is compared exactly (`final_number`, `answer_match`). The shipped math prompts carry no reference
+answers, so the reference is the target alone's final number on the same prompt: what relaxed
+verification is checked against is "does it still reach the answer the target reaches", labelled so.
 """
 
 from __future__ import annotations
 
 import math
+import re
+from decimal import Decimal, InvalidOperation
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
@@ -116,6 +123,76 @@ def quality(target: LoadedModel, runs: Sequence[Run], references: Sequence[Run])
         rouge_l=sum(rouge_l(r.text, ref.text) for r, ref in pairs) / len(pairs),
         log_likelihood=total / count if count else math.nan,
     )
+
+
+# --- task quality: the final answer of a math prompt -----------------------------------------
+CHECKABLE = ("math",)  # prompt categories whose answers end in a number that can be compared exactly
+ANSWER_REFERENCE = "the target alone's final number on the same prompt (the math prompts carry no reference answers)"
+_NUM = r"(?<![\w.])-?\$?\d[\d,]*(?:\.\d+)?"  # not inside a word ("w62", "H2O") or after a decimal point
+_MARKED = re.compile(r"(?:final answer|the answer|answer)\s*(?:is|:|=)?\s*(?:\*\*)?\s*(" + _NUM + ")"
+                     r"|\\boxed\{\s*(" + _NUM + r")\s*\}|####\s*(" + _NUM + ")", re.IGNORECASE)
+_ANY = re.compile(_NUM)
+
+
+def _normal(number: str) -> str | None:
+    """"$1,250.50" -> "1250.5", "12.0" -> "12": the same value written two ways compares equal."""
+    try:
+        value = Decimal(number.replace("$", "").replace(",", ""))
+    except InvalidOperation:
+        return None
+    text = format(value.normalize(), "f")
+    return "0" if text in ("-0", "") else text
+
+
+def final_number(text: str) -> str | None:
+    """The final answer of a worked answer: the last number marked as the answer ("the answer is 13",
+    "\\boxed{13}", "#### 13"), else the last number in the text; None when there is none."""
+    marked = [next(g for g in m.groups() if g) for m in _MARKED.finditer(text)]
+    found = marked or _ANY.findall(text)
+    return _normal(found[-1]) if found else None
+
+
+def final_answer_match(output: str, reference: str) -> bool | None:
+    """Whether `output` ends on the same final number as `reference`; None when the reference has none
+    (nothing to check)."""
+    expected = final_number(reference)
+    return None if expected is None else final_number(output) == expected
+
+
+@dataclass(frozen=True)
+class AnswerMatch:
+    """Exact match of final answers over prompts: `matched` of the `checked` ones (those with a reference number)."""
+
+    matched: int
+    checked: int
+    prompts: int
+
+    @property
+    def rate(self) -> float | None:
+        return self.matched / self.checked if self.checked else None
+
+    def text(self) -> str:
+        if not self.checked:
+            return f"no final number to check in the target alone's answers ({self.prompts} prompt(s))"
+        return f"{self.matched} of {self.checked} final answers match ({self.rate:.0%})"
+
+
+def answer_match(outputs: Sequence[str], references: Sequence[str]) -> AnswerMatch:
+    """Exact match of each output's final number against its reference's (one reference per output)."""
+    if len(outputs) != len(references):
+        raise ConfigError("answer_match needs one reference per output")
+    results = [final_answer_match(o, r) for o, r in zip(outputs, references)]
+    return AnswerMatch(sum(r is True for r in results), sum(r is not None for r in results), len(results))
+
+
+def answer_rows(sweep: Sweep) -> list[dict]:
+    """Per verification rule: final-answer exact match of its outputs against the target alone's."""
+    rows = []
+    for point in [sweep.reference] + sweep.points:
+        m = answer_match([c.spec.text for c in point.comparisons], [c.baseline.text for c in point.comparisons])
+        rows.append({"rule": point.label, "final answers matching the target alone": m.matched, "checked": m.checked,
+                     "exact match": m.rate, "speedup (×)": point.speedup})
+    return rows
 
 
 # --- the sweep -------------------------------------------------------------------------------

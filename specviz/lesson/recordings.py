@@ -21,26 +21,30 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from ..config import Decoding, Sampling, Verification
+from ..config import Decoding, Sampling, TreeShape, Verification
 from ..drafters import Loader, build_drafter
 from ..errors import SpecVizError
 from ..lab import measure
 from ..lab.same_distribution import LabRecord, LabSetup, sample_first_tokens
 from ..models import LoadedModel
 from ..prompts import load_prompt_set
-from ..records import Comparison, Run, dumps, load_comparisons
+from ..records import Comparison, Run, load_comparisons
 
 LESSON_DIR = Path(__file__).resolve().parents[2] / "assets" / "lesson"
 RUNS, LAB, MANIFEST = "runs.json", "lab.json", "manifest.json"
-DEFAULT_DRAFTS = ("ngram", "ngram+smol-head-8k", "smol-head-8k", "layerskip:8", "smol-draft-2l256")
+DEFAULT_DRAFTS = ("ngram", "suffix", "ngram+smol-head-8k", "smol-head-8k", "layerskip:8", "smol-draft-2l256")
 GAMMAS = (1, 2, 3, 4, 6, 8)
 TOLERANCES = (0.0, 1.0, 2.0, 4.0)  # τ in nats; 0 with top-k 1 is exact verification
 RELAXED_TOP_K = 3
 SAMPLE_DRAFT = "smol-draft-1l128"  # distilled from the target's own answers: its q is a real distribution
+TREE_DRAFT = "ngram+smol-head-8k"  # copied branches beside the head's guesses: the drafter a tree helps most here
+TREE = TreeShape(budget=8, branching=2)  # 8 nodes, at most γ = 4 deep; its chain is γ = 8 (8 drafts verified too)
+HEAD = "smol-head-8k"  # a draft head over the target's last hidden state (assets/drafts/smol-head-8k)
 
 # Groups: the steps that read them. One measured run per recipe.
 MAIN, SAMPLED, DRAFTS, GAMMA, RELAXED, FASTER = "main", "sampled", "drafts", "gamma", "relaxed", "faster"
-GROUPS = (MAIN, SAMPLED, DRAFTS, GAMMA, RELAXED, FASTER)
+TREES, HEADS = "trees", "heads"
+GROUPS = (MAIN, SAMPLED, DRAFTS, GAMMA, RELAXED, FASTER, TREES, HEADS)
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,12 @@ def recipes(drafts: list[str] | tuple[str, ...] = DEFAULT_DRAFTS, sample_draft: 
         out.append(Recipe(f"relaxed:{tau:g}", RELAXED, drafts[0], main_prompt, replace(sweep, verification=rule)))
     for category in ("summarisation", "code", "chat", "qa"):
         out.append(Recipe(f"faster:{category}", FASTER, drafts[0], _eval_id(category), greedy))
+    # Token trees: one drafter as a tree of 8 nodes (γ = 4 deep) and as the chain that verifies as many (γ = 8).
+    out.append(Recipe("trees:tree", TREES, TREE_DRAFT, main_prompt, replace(greedy, tree=TREE)))
+    out.append(Recipe("trees:chain", TREES, TREE_DRAFT, main_prompt, replace(greedy, gamma=TREE.budget)))
+    # Feature heads: the head alone and beside n-gram lookup, at γ = 2 (the head's best), on an open chat prompt.
+    for draft in (HEAD, f"ngram+{HEAD}"):
+        out.append(Recipe(f"heads:{draft}", HEADS, draft, _eval_id("chat"), replace(greedy, gamma=2)))
     return out
 
 
@@ -192,15 +202,17 @@ def merge(old: Recording, runs: dict[str, Comparison], info: dict) -> tuple[dict
     manifest entries replace the old ones; everything else, the lab included, keeps its own provenance."""
     merged_runs = {**old.runs, **runs}
     entries = {**old.manifest["runs"], **{n: info["runs"][n] for n in runs}}
-    merged = {**old.manifest, "runs": {n: entries[n] for n in merged_runs},
+    drafts = info["drafts"] if any(info["runs"][n]["group"] == DRAFTS for n in runs) else old.manifest["drafts"]
+    merged = {**old.manifest, "drafts": drafts, "runs": {n: entries[n] for n in merged_runs},
               "updated": {"made_by": info["made_by"], "made_on": info["made_on"], "date": info["date"], "runs": sorted(runs)}}
     return merged_runs, merged
 
 
 def save(folder: Path, runs: dict[str, Comparison], lab: LabRecord, info: dict) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / RUNS).write_text("{" + ", ".join(f"{json.dumps(k)}: {dumps(v)}" for k, v in runs.items()) + "}",
-                               encoding="utf-8")
+    compact = {"separators": (",", ":"), "ensure_ascii": False}  # the lesson ships in a few hundred KB
+    (folder / RUNS).write_text("{" + ",".join(f"{json.dumps(k)}:{json.dumps(v.to_dict(), **compact)}"
+                                              for k, v in runs.items()) + "}", encoding="utf-8")
     (folder / LAB).write_text(json.dumps(lab.to_dict()), encoding="utf-8")
     (folder / MANIFEST).write_text(json.dumps(info, indent=1, ensure_ascii=False), encoding="utf-8")
 

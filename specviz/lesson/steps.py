@@ -37,17 +37,27 @@ STEPS = (
          "α = accepted ÷ drafted, counted on a real run."),
     Step("cost", "Why a bad draft is slower (c)",
          "Every drafted token costs c target steps: a perfect but expensive draft is slower than no draft."),
-    Step("gamma", "Draft length and its sweet spot",
-         "Longer drafts gain more when accepted but cost more when rejected: speedup peaks at a moderate γ."),
+    Step("gamma", "Draft length: how long a guess pays?",
+         "Longer drafts gain more when accepted but cost more when rejected: the best γ balances α against c."),
     Step("draft-choice", "Draft choice: accurate against cheap",
-         "What matters is tokens gained per unit of time: a weak, nearly free draft can beat an accurate, costly one."),
+         "What matters is tokens gained per unit of time: a draft must be right often (α) and cheap (small c)."),
+    Step("trees", "Token trees: several guesses, one check",
+         "A tree drafts several continuations and the target checks them all in one pass; it pays only if the extra "
+         "tokens it keeps outgrow what the wider check costs, v(N), which depends on the machine."),
+    Step("heads", "Feature heads: a draft that reads the target",
+         "A draft head predicts the next tokens from the target's own hidden state: almost free to run, and as good "
+         "as what one small layer can read from those features."),
     Step("relaxed", "Relaxed verification and what it costs",
          "Accepting near-misses raises α and speed, and the output stops being the target's."),
     Step("faster", "Is it really faster?",
-         "Measured against the target alone on the same prompts and lengths: faster on some prompts, not on all."),
+         "Measured against the target alone on the same prompts and lengths: the gain depends on the prompt."),
     Step("same", "Is it really the same?",
          "Exact speculative sampling draws from the target's own distribution; relaxed verification does not."),
 )
+
+
+def step(key: str) -> Step:
+    return next(s for s in STEPS if s.key == key)
 
 
 def step_index(value, default: int = 1) -> int:
@@ -68,7 +78,8 @@ class Question:
     explain: str  # shown with the verdict
 
 
-def _tok(text: str) -> str:
+def tok(text: str) -> str:
+    """A token as a learner reads it: escapes shown, ∅ for nothing."""
     return repr(text)[1:-1] or "∅"
 
 
@@ -108,16 +119,46 @@ def fail_question(run: Run, source: str) -> Question | None:
     r = fail_round(run)
     if r is None or not r.drafted:
         return None
-    texts = [_tok(r.drafted_text[i] if i < len(r.drafted_text) else "") for i in range(len(r.drafted))]
+    texts = [tok(r.drafted_text[i] if i < len(r.drafted_text) else "") for i in range(len(r.drafted))]
     options = tuple(f"draft {i + 1}: «{t}»" for i, t in enumerate(texts)) + ("none: all kept",)
     if r.rejected_position is None:
-        answer, explain = len(r.drafted), f"The target agreed with every draft and added the bonus «{_tok(r.next_text)}»."
+        answer, explain = len(r.drafted), f"The target agreed with every draft and added the bonus «{tok(r.next_text)}»."
     else:
         answer = r.rejected_position
-        explain = (f"The target's own choice at that position was «{_tok(r.next_text)}», so «{texts[answer]}» was refused "
+        explain = (f"The target's own choice at that position was «{tok(r.next_text)}», so «{texts[answer]}» was refused "
                    "and every draft after it discarded with it.")
     return Question(f"accept-reject:{source}:{r.index}", f"Round {r.index + 1}: which draft does the target refuse first?",
                     options, answer, explain)
+
+
+def tree_round(run: Run) -> Round | None:
+    """A tree round worth drawing: branches to choose from, some kept, some refused."""
+    def branched(r):
+        return r.tree is not None and len(set(r.tree.parents)) < len(r.tree.parents)
+    return _pick([r for r in run.rounds if r.tree], branched, lambda r: r.n_accepted >= 1,
+                 lambda r: "rejected" in r.tree.status, lambda r: r.n_accepted >= 2)
+
+
+def tree_question(run: Run, source: str) -> Question | None:
+    r = tree_round(run)
+    if r is None:
+        return None
+    depth = max(1, run.settings["gamma"])
+    return Question(f"trees:{source}:{r.index}",
+                    f"Round {r.index + 1}: the draft offers a tree of {r.tree.size} nodes, at most {depth} deep. How many "
+                    "of its tokens will the target keep?", tuple(str(i) for i in range(depth + 1)), r.n_accepted,
+                    f"The target kept {r.n_accepted}: it walks from the root, each time into the child holding its own "
+                    "choice, and stops where no child does; every other branch is dropped.")
+
+
+def head_question(runs: dict[str, Comparison], source: str) -> Question | None:
+    head = next((c for n, c in runs.items() if "+" not in n), None)
+    if head is None:
+        return None
+    return Question(f"heads:{source}", f"The head {head.spec.draft} drafts γ = {head.spec.settings['gamma']} tokens a "
+                    "round from the target's hidden state. Compared with the target alone, is it…",
+                    ("faster", "about the same", "slower"), direction(head.speedup),
+                    f"Measured: {head.speedup:.2f}× (α = {head.spec.acceptance_rate:.2f}, c = {head.cost_ratio:.3f}).")
 
 
 def sampling_pick(run: Run) -> tuple[Round, int] | None:
@@ -150,7 +191,7 @@ def sampling_question(run: Run, source: str) -> Question | None:
         label = f"{v:.2f}"
         if label not in shown:
             shown.append(label)
-    token = _tok(r.drafted_text[i] if i < len(r.drafted_text) else "")
+    token = tok(r.drafted_text[i] if i < len(r.drafted_text) else "")
     fate = "kept" if i < r.n_accepted else "refused"
     return Question(f"sampling:{source}:{r.index}:{i}",
                     f"Round {r.index + 1}, draft {i + 1} «{token}»: the draft gave it q = {q:.3f}, the target p = {p:.3f}. "
@@ -172,7 +213,7 @@ def bonus_question(run: Run, source: str) -> Question | None:
     return Question(f"bonus:{source}:{r.index}",
                     f"Round {r.index + 1}: the target keeps all {k} drafts. How many tokens does this round add?",
                     tuple(str(v) for v in (k - 1, k, k + 1)), 2,
-                    f"{k} drafts plus the bonus token «{_tok(r.next_text)}»: the target's forward pass already scored "
+                    f"{k} drafts plus the bonus token «{tok(r.next_text)}»: the target's forward pass already scored "
                     f"the position after the last draft, so one more token costs nothing.")
 
 

@@ -81,18 +81,21 @@ def test_a_prediction_hides_the_verdict_until_submitted_then_scores_it(no_model)
     assert "Score: 1 / 2" in progress_text(at)
 
 
+SAME = next(i for i, s in enumerate(steps.STEPS, start=1) if s.key == "same")  # the distribution lab's step
+
+
 def test_a_link_opens_its_step_and_bad_links_fall_back(no_model):
-    at = lesson_page(step=12)
-    assert at.header[0].value == f"12. {steps.STEPS[11].title}"
+    at = lesson_page(step=SAME)
+    assert at.header[0].value == f"{SAME}. {steps.STEPS[SAME - 1].title}"
     assert not at.exception and not at.error
     at = lesson_page(step="banana")
     assert at.header[0].value.startswith("1.")
 
 
 def test_the_distribution_lab_reveals_tv_beside_its_noise_band(no_model):
-    at = lesson_page(step=12)
+    at = lesson_page(step=SAME)
     assert not any(m.label.startswith("TV") for m in at.metric)  # hidden until the prediction
-    at.button(key="lesson-skip-12").click().run()
+    at.button(key=f"lesson-skip-{SAME}").click().run()
     shown = {m.label: m.value for m in at.metric}
     band = float(shown["noise band (95%)"].lstrip("≤ "))
     assert float(shown["TV(exact, target)"]) <= band < float(shown["TV(relaxed, target)"])
@@ -137,3 +140,18 @@ def test_run_it_live_replaces_the_recording_for_this_session():
     assert any("Run live on this machine" in c.value for c in at.caption)
     assert at.radio[0].key != question_before  # a fresh prediction on the live run
     assert "default" in controls.loaded_models()
+
+
+def test_each_step_reveals_what_its_runs_show_without_contradiction(no_model):
+    """After the reveal every step states its runs' claim in words computed from them, and no warning says
+    that the runs contradict the step's text (the γ step says where its sweep is fastest)."""
+    for n, step in enumerate(steps.STEPS, start=1):
+        at = lesson_page(step=n)
+        if any(b.key == f"lesson-skip-{n}" for b in at.button):
+            at.button(key=f"lesson-skip-{n}").click().run()
+        shown = [m.value for m in at.markdown if m.value.startswith("**What these runs show:**")]
+        assert len(shown) == 1, f"step {n} ({step.key}) states no claim"
+        assert not at.warning, f"step {n}: {[w.value for w in at.warning]}"
+        if step.key == "gamma":
+            speed = {int(k.split(":")[1]): c.speedup for k, c in recordings.load().group("gamma").items()}
+            assert f"γ = {max(speed, key=speed.get)} " in shown[0] or f"γ = {max(speed, key=speed.get)}," in shown[0]

@@ -99,3 +99,30 @@ def test_sweep_on_the_embedded_target():
     assert len(outputs) == 2  # exact beside the loosest rule, tokens coloured by status
     assert all('data-status="' in body for body in outputs)
     assert len(at.get("download_button")) == 3
+
+
+@pytest.mark.slow
+def test_a_math_sweep_reports_the_final_answers_exact_match_against_the_target_alone():
+    at = open_page()
+    at.selectbox(key="tol-cat").set_value("math").run()
+    at.selectbox(key="tol-draft").set_value("ngram")
+    at.slider(key="tol-maxnew").set_value(48)
+    at.slider(key="tol-tau").set_value((0.0, 3.0))
+    at.slider(key="tol-steps").set_value(2)
+    at.run()
+    at.button(key="tol-run").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any(h.value == "Task quality: the final answer" for h in at.subheader)
+    assert any("target alone's final number" in c.value for c in at.caption)
+    table = at.dataframe[1].value
+    assert list(table["rule"]) == ["exact", "τ=0", "τ=3"]
+    sweep = at.session_state["tol-sweep"]
+    baseline = sweep.reference.comparisons[0].baseline.text
+    from specviz.lab import quality
+    expected = quality.final_number(baseline)
+    assert expected is not None, f"the target alone wrote no number: {baseline!r}"
+    exact = table.iloc[0]
+    # exact greedy verification is the target's own text, so its final answer is the target's
+    assert (exact["checked"], exact["final answers matching the target alone"]) == (1, 1)
+    loose = sweep.points[-1].comparisons[0].spec.text
+    assert table.iloc[2]["final answers matching the target alone"] == int(quality.final_number(loose) == expected)

@@ -9,22 +9,31 @@ What each learner saw is recorded in the browser itself: a MutationObserver, ins
 page loads, keeps every distinct place-in-line note that appeared on the page. A test that polled
 the pages from outside could miss a note that came and went between two polls.
 
-The test opens SESSIONS learners (6: the queue's behaviour, in about 40 s). The README's figures for a
-class of 20 (time to the last result, peak RSS, the places shown) come from `python
-benchmarks/room_load.py`, which runs this test with SPECVIZ_LOAD_SESSIONS=20; either way the figures
-go to artifacts/room_load.json.
+Two cases, each on its own room-mode server:
+- differing settings: each learner has its own prompt, so each run is measured, one at a time, and a
+  waiting learner is shown its place in the line (the checks above);
+- identical presses: every learner presses Run on the same settings. One run is measured; the others
+  join it while it is in flight (or are served it once done), each labelled as a shared measurement.
+  Its time to the last result is a figure, checked against the goal by benchmarks/room_load.py (figures about
+  time are measured there, not asserted here).
+
+The test opens SESSIONS learners per case (6: the behaviour, in about a minute). The README's figures for
+a class of 30 come from `python benchmarks/room_load.py`, which runs this test with
+SPECVIZ_LOAD_SESSIONS=30; either way the figures go to artifacts/room_load.json (one entry per case).
 """
 
 import contextlib
+import json
 import os
 import re
 import threading
 import time
+from urllib.parse import quote
 
 import psutil
 from playwright.sync_api import expect
 
-from browser_helpers import keep_figures, screenshot, wait_idle
+from browser_helpers import ARTIFACTS, keep_figures, screenshot, wait_idle
 from conftest import serve
 
 SESSIONS = int(os.environ.get("SPECVIZ_LOAD_SESSIONS", 6))  # benchmarks/room_load.py: 20
@@ -59,70 +68,101 @@ document.addEventListener("DOMContentLoaded", () => {
   document.head.appendChild(style);
 });
 """
+SHARED = "Shared measurement"
 PLACE = re.compile(r"You are number (\d+) in the line")
 WAIT = re.compile(r"about (\d+) s to wait")
 
 
-def test_sessions_press_run_at_once_and_all_get_their_result(browser):
+def _press_run_at_once(browser, url, server, queries, while_waiting=None):
+    """Open one learner per query string on the server, press Run on Home in all of them at once, wait for
+    every result; returns the pages and the figures measured (times, RSS, CPU, what each page showed)."""
     began = time.perf_counter()
+    process, peak, stop = psutil.Process(server.pid), [0.0], threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            peak[0] = max(peak[0], process.memory_info().rss / 2**20)
+            time.sleep(0.2)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    pages = []
+    for query in queries:
+        context = browser.new_context(viewport={"width": 1280, "height": 1400})
+        context.add_init_script(WATCH_QUEUE % DONE)
+        context.add_init_script(STILL)
+        page = context.new_page()
+        page.goto(f"{url}/?{query}")
+        pages.append(page)
+    for page in pages:  # the first one waits for the target to load, the others for their page
+        wait_idle(page, timeout=300_000)
+        expect(page.get_by_role("button", name=RUN)).to_contain_text("16 tokens")
+    idle_mb = process.memory_info().rss / 2**20
+    ready = time.perf_counter() - began
+
+    def cpu():
+        """CPU seconds so far: the server's, the browsers' (with Playwright's driver), the whole machine's."""
+        whole = psutil.cpu_times()
+        out = {"server": sum(process.cpu_times()[:2]), "browsers": sum(psutil.Process().cpu_times()[:2]),
+               "machine": whole.user + whole.system + whole.nice}
+        for proc in psutil.process_iter(["name"]):
+            if any(name in (proc.info["name"] or "") for name in ("chrom", "node")):
+                with contextlib.suppress(psutil.Error):
+                    out["browsers"] += sum(proc.cpu_times()[:2])
+        return out
+    cpu0 = cpu()
+    started = time.time()
+    for page in pages:
+        page.get_by_role("button", name=RUN).click()
+    if while_waiting is not None:
+        while_waiting(pages)
+    deadline = started + 600
+    for page in pages:  # one page at a time: polling them all would take the CPU the runs need
+        expect(page.get_by_text(DONE)).to_be_visible(timeout=max(1, deadline - time.time()) * 1000)
+    stop.set()
+    sampler.join()
+    used = {k: v - cpu0[k] for k, v in cpu().items()}
+    # CPU the machine spent on anything but this test (another job on a shared machine slows every run)
+    used["other"] = max(0.0, used["machine"] - used["server"] - used["browsers"])
+    done_at = [page.evaluate("window.__doneAt") for page in pages]
+    assert None not in done_at, "a result appeared without the page's observer seeing it"
+    times = sorted(at / 1000 - started for at in done_at)
+    notes = [page.evaluate("window.__queueNotes") for page in pages]
+    shared = []
+    for page in pages:
+        wait_idle(page)
+        assert page.locator('[data-testid="stException"]').count() == 0
+        assert page.locator('[data-testid="stAlertContentError"]').count() == 0
+        expect(page.get_by_test_id("stAlertContentSuccess")).to_contain_text("Identical to the target alone")
+        expect(page.get_by_text("in the line")).to_have_count(0)  # the queue note is gone once the run is done
+        shared.append(page.get_by_text(SHARED).count() > 0)
+    assert peak[0] < RSS_BOUND_MB, f"server RSS peaked at {peak[0]:.0f} MB (bound {RSS_BOUND_MB} MB)"
+    figures = {"sessions": len(pages), "max_new_tokens": 16, "seconds_to_last_result": round(times[-1], 1),
+               "seconds_to_first_result": round(times[0], 1), "seconds_per_run": round(times[-1] / len(pages), 2),
+               "peak_rss_mb": round(peak[0]), "idle_rss_mb": round(idle_mb), "rss_bound_mb": RSS_BOUND_MB,
+               "sessions_shown_shared": sum(shared), "seconds_to_ready": round(ready, 1),
+               "cpu_seconds_during_runs": {k: round(v, 1) for k, v in used.items()}, "cpu_cores": psutil.cpu_count()}
+    return pages, notes, shared, figures
+
+
+def _keep(case: str, figures: dict) -> None:
+    path = ARTIFACTS / "room_load.json"
+    kept = json.loads(path.read_text()) if path.is_file() else {}
+    keep_figures("room_load", {**kept, case: figures})
+    print(case, figures)
+
+
+def test_sessions_with_differing_settings_queue_and_all_get_their_result(browser):
+    queries = [f"max_new=16&prompt={quote(f'Learner {i}: explain speculative decoding in one short paragraph.')}"
+               for i in range(SESSIONS)]
     with serve({"SPECVIZ_ROOM": "1"}, "streamlit-load.log") as (url, server):
-        process, peak, stop = psutil.Process(server.pid), [0.0], threading.Event()
+        def last_learner_waits(pages):
+            expect(pages[-1].get_by_text("in the line")).to_be_visible(timeout=30_000)
+            screenshot(pages[-1], "room_load_waiting")  # what the last learner sees while the others run
 
-        def sample():
-            while not stop.is_set():
-                peak[0] = max(peak[0], process.memory_info().rss / 2**20)
-                time.sleep(0.2)
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
-        pages = []
-        for _ in range(SESSIONS):
-            context = browser.new_context(viewport={"width": 1280, "height": 1400})
-            context.add_init_script(WATCH_QUEUE % DONE)
-            context.add_init_script(STILL)
-            page = context.new_page()
-            page.goto(f"{url}/?max_new=16")
-            pages.append(page)
-        for page in pages:  # the first one waits for the target to load, the others for their page
-            wait_idle(page, timeout=300_000)
-            expect(page.get_by_role("button", name=RUN)).to_contain_text("16 tokens")
-        idle_mb = process.memory_info().rss / 2**20
-        ready = time.perf_counter() - began
-
-        def cpu():
-            """CPU seconds so far: the server's, the browsers' (with Playwright's driver), the whole machine's."""
-            whole = psutil.cpu_times()
-            out = {"server": sum(process.cpu_times()[:2]), "browsers": sum(psutil.Process().cpu_times()[:2]),
-                   "machine": whole.user + whole.system + whole.nice}
-            for proc in psutil.process_iter(["name"]):
-                if any(name in (proc.info["name"] or "") for name in ("chrom", "node")):
-                    with contextlib.suppress(psutil.Error):
-                        out["browsers"] += sum(proc.cpu_times()[:2])
-            return out
-        cpu0 = cpu()
-        started = time.time()
-        for page in pages:
-            page.get_by_role("button", name=RUN).click()
-        expect(pages[-1].get_by_text("in the line")).to_be_visible(timeout=30_000)
-        screenshot(pages[-1], "room_load_waiting")  # what the last learner sees while the others run
-        deadline = started + 600
-        for page in pages:  # one page at a time: polling them all would take the CPU the runs need
-            expect(page.get_by_text(DONE)).to_be_visible(timeout=max(1, deadline - time.time()) * 1000)
-        stop.set()
-        sampler.join()
-        used = {k: v - cpu0[k] for k, v in cpu().items()}
-        # CPU the machine spent on anything but this test (another job on a shared machine slows every run)
-        used["other"] = max(0.0, used["machine"] - used["server"] - used["browsers"])
-        done_at = [page.evaluate("window.__doneAt") for page in pages]
-        assert None not in done_at, "a result appeared without the page's observer seeing it"
-        finished = {i: at / 1000 - started for i, at in enumerate(done_at)}
-        notes = [page.evaluate("window.__queueNotes") for page in pages]
-        for page, seen in zip(pages, notes):
-            wait_idle(page)
-            assert page.locator('[data-testid="stException"]').count() == 0
-            assert page.locator('[data-testid="stAlertContentError"]').count() == 0
-            expect(page.get_by_test_id("stAlertContentSuccess")).to_contain_text("Identical to the target alone")
-            expect(page.get_by_text("in the line")).to_have_count(0)  # the queue note is gone once the run is done
+        pages, notes, shared, figures = _press_run_at_once(browser, url, server, queries, last_learner_waits)
+        assert not any(shared), "a run with its own prompt was served from another session's measurement"
+        for seen in notes:
             places = [int(PLACE.search(text).group(1)) for text in seen]
             assert places == sorted(places, reverse=True), f"a place in the line went backwards: {places}"
         first_places = sorted(int(PLACE.search(seen[0]).group(1)) for seen in notes if seen)
@@ -133,17 +173,23 @@ def test_sessions_press_run_at_once_and_all_get_their_result(browser):
         assert len(set(first_places)) == len(first_places) and first_places[-1] >= SESSIONS - 2, first_places
         estimates = [int(m.group(1)) for seen in notes for text in seen if (m := WAIT.search(text))]
         assert estimates, "no waiting session was given an estimate of its wait once a run had finished"
-        assert peak[0] < RSS_BOUND_MB, f"server RSS peaked at {peak[0]:.0f} MB (bound {RSS_BOUND_MB} MB)"
-
-        times = sorted(finished.values())
-        figures = {"sessions": SESSIONS, "max_new_tokens": 16, "seconds_to_last_result": round(times[-1], 1),
-                   "seconds_to_first_result": round(times[0], 1), "seconds_per_run": round(times[-1] / SESSIONS, 2),
-                   "peak_rss_mb": round(peak[0]), "idle_rss_mb": round(idle_mb), "rss_bound_mb": RSS_BOUND_MB,
-                   "sessions_shown_a_place": len(first_places), "first_places_shown": first_places,
-                   "largest_estimate_s": max(estimates), "seconds_to_ready": round(ready, 1),
-                   "cpu_seconds_during_runs": {k: round(v, 1) for k, v in used.items()}, "cpu_cores": psutil.cpu_count()}
-        keep_figures("room_load", figures)
-        print(figures)
+        figures.update(sessions_shown_a_place=len(first_places), first_places_shown=first_places,
+                       largest_estimate_s=max(estimates))
+        _keep("differing", figures)
         screenshot(pages[-1], "room_load_last")
+        for page in pages:
+            page.context.close()
+
+
+def test_identical_presses_share_one_measurement(browser):
+    with serve({"SPECVIZ_ROOM": "1"}, "streamlit-load-identical.log") as (url, server):
+        pages, notes, shared, figures = _press_run_at_once(browser, url, server, ["max_new=16"] * SESSIONS)
+        # one session measured the run; every other one was served it, labelled shared, and none queued
+        assert shared.count(False) == 1, f"{shared.count(False)} sessions measured the same run themselves"
+        assert not any(notes), f"an identical run waited in the line: {notes}"
+        outputs = {page.locator('[data-testid="stMetricValue"]').first.inner_text() for page in pages}
+        assert len(outputs) == 1, f"the sessions were shown different figures for one measurement: {outputs}"
+        _keep("identical", figures)
+        screenshot(pages[-1], "room_load_shared")
         for page in pages:
             page.context.close()

@@ -106,3 +106,17 @@ def test_record_script_refuses_bad_arguments_with_one_line():
                           text=True, cwd=recordings.LESSON_DIR.parents[1], timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == ["record_lesson: --lab-samples must be at least 20 and --repeats at least 1"]
+
+
+def test_tree_and_head_questions_answer_with_what_the_record_says():
+    tree = REC.runs["trees:tree"].spec
+    r = steps.tree_round(tree)
+    assert r.tree is not None and len(set(r.tree.parents)) < len(r.tree.parents)  # a round that branched
+    q = steps.tree_question(tree, "rec")
+    assert q.options[q.answer] == str(r.n_accepted)
+    assert tree.settings["tree"]["budget"] == REC.runs["trees:chain"].spec.settings["gamma"]  # as many verified
+    heads = REC.group(recordings.HEADS)
+    head = heads[f"heads:{recordings.HEAD}"]
+    q = steps.head_question(heads, "rec")
+    assert q.answer == steps.direction(head.speedup) and head.spec.draft == recordings.HEAD
+    assert "drafts:suffix" in REC.runs  # the draft-choice step includes the suffix drafter

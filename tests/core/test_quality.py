@@ -164,3 +164,42 @@ def test_out_of_range_values_are_refused_before_any_run(tiny_target):
         quality.tolerance_sweep(tiny_target, never, PROMPT, Decoding(), [-1.0])
     with pytest.raises(ConfigError):
         quality.tolerance_sweep(tiny_target, never, PROMPT, Decoding(), [])
+
+
+# --- task quality: final answers of math prompts ------------------------------------------------------
+@pytest.mark.parametrize("text, number", [
+    ("24 + 18 = 42 muffins, 42 - 29 = 13. He has 13 muffins left.", "13"),
+    ("The answer is 13. (Check: 13 + 29 = 42.)", "13"),  # a marked answer wins over later numbers
+    ("Final answer: $5.00", "5"), ("#### 1,250", "1250"), (r"so \boxed{7}", "7"), ("It is 3.50 dollars.", "3.5"),
+    ("The temperature is -4 degrees.", "-4"), ("No number here.", None), ("", None),
+])
+def test_final_number_reads_the_answer_of_a_worked_solution(text, number):
+    assert quality.final_number(text) == number
+
+
+def test_the_same_value_written_two_ways_matches_and_a_different_one_does_not():
+    assert quality.final_answer_match("Maya gets $5 back.", "Her change is $5.00.") is True
+    assert quality.final_answer_match("He has 12 left.", "He has 13 left.") is False
+    assert quality.final_answer_match("He has 12 left.", "He has some left.") is None  # nothing to check against
+
+
+def test_answer_match_counts_only_checkable_references():
+    m = quality.answer_match(["13", "7", "x", "5"], ["13", "8", "no number", "5.0"])
+    assert (m.matched, m.checked, m.prompts) == (2, 3, 4) and m.rate == pytest.approx(2 / 3)
+    assert "2 of 3" in m.text()
+    assert quality.answer_match(["a"], ["b"]).rate is None
+    with pytest.raises(quality.ConfigError):
+        quality.answer_match(["a"], [])
+
+
+def test_answer_rows_compare_every_rule_with_the_target_alone(tiny_target):
+    sweep = quality.tolerance_sweep(tiny_target, layerskip(tiny_target), PROMPT, Decoding(gamma=3, max_new_tokens=8),
+                                    [1.0])
+    rows = quality.answer_rows(sweep)
+    assert [r["rule"] for r in rows] == ["exact", "τ=1"]
+    assert all(r["checked"] == 0 and r["exact match"] is None for r in rows)  # tiny words: no numbers to check
+
+
+def test_digits_inside_words_are_not_answers():
+    assert quality.final_number("w62 w7 H2O") is None
+    assert quality.final_number("42-29 = 13") == "13"
