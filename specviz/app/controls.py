@@ -360,8 +360,8 @@ def _measure(target_name, target, make, draft: str, prompt: str, settings: Decod
 
 
 def _drafter_state(draft: str, target) -> object:
-    """What a drafter carries from run to run on this server: the suffix drafter's corpus grows as runs finish."""
-    if "suffix" not in draft:
+    """What a drafter carries from run to run on this server: the suffix drafter's corpus (auto's too) grows as runs finish."""
+    if "suffix" not in draft and not draft.startswith("auto"):
         return None
     from ..drafters.suffix import corpus_for
     return corpus_for(target.tokenizer).size
