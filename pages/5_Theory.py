@@ -3,11 +3,12 @@
 import streamlit as st
 
 from specviz import theory
-from specviz.app import links, room
+from specviz.app import links, page_list, room
 from specviz.app.views import theory_charts
 from specviz.lab import verify_cost
 
 st.set_page_config(page_title="Theory · SpecViz", page_icon="🔎", layout="wide")
+page_list.use_app_navigation()
 st.title("Theory — what speedup to expect")
 st.write("If each drafted token is accepted with probability α, a round of γ drafts yields (1−α^(γ+1))/(1−α) tokens "
          "for γ·c + v target steps, so speedup rises with α, falls with the cost ratio c, and peaks at one best γ.")

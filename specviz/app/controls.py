@@ -28,7 +28,7 @@ from ..lab import measure
 from ..models import DEFAULT_TARGET, draft_folders, load_model, pick_device
 from ..prompts import CATEGORIES, check_prompt, load_prompt_set
 from ..records import Comparison, load_comparisons, loads
-from . import links, room
+from . import links, page_list, room
 from .run_queue import RunQueue
 from .shared_runs import SharedRuns, run_key
 from .views import tables
@@ -202,6 +202,7 @@ def presets() -> dict[str, list[dict]]:
 
 def page_intro(title: str, intro: str) -> None:
     """A page's title and one paragraph, with the device in the sidebar."""
+    page_list.use_app_navigation()
     st.title(title)
     st.write(intro)
     sidebar_device()

@@ -46,3 +46,16 @@ def test_rounds_page_runs_and_replays(page, app_url):
     expect(page.locator('[data-testid="stPlotlyChart"] .main-svg').first).to_be_attached()
     assert page.locator('[data-testid="stException"]').count() == 0
     screenshot(page, "rounds")
+
+
+def test_the_page_list_starts_with_home_even_when_a_page_is_opened_directly(page, app_url):
+    """A room's deep links open pages directly; on a fresh server that showed "app" in place of "Home"."""
+    for path in ("Theory", "Rounds"):
+        page.goto(f"{app_url}/{path}")
+        wait_idle(page)
+        links = page.locator('[data-testid="stSidebarNav"] a')
+        expect(links.first).to_contain_text("Home")
+        names = [n.strip() for n in links.all_inner_texts()]
+        assert names[:3] == ["Home", "Lesson", "Rounds"], names
+        assert "app" not in [n.lower() for n in names]
+        assert page.locator('[data-testid="stException"]').count() == 0
