@@ -29,7 +29,7 @@ MIN_CONFIDENCE = 0.3  # a node is drafted only while its estimated chance of bei
 LOCAL_DEPTH = 8  # longest context suffix looked up in the prompt and answer
 CORPUS_DEPTH = 16  # ... and in the corpus of earlier answers
 CORPUS_TOKENS = 2_000_000  # the corpus keeps at most this many tokens (16 bytes each), oldest runs dropped first
-SHIPPED_CORPUS = Path(__file__).resolve().parents[2] / "assets" / "suffix" / "answers.jsonl"
+SHIPPED_CORPUS = Path(__file__).resolve().parents[2] / "assets" / "suffix" / "answers.safetensors"
 
 
 class SuffixDrafter(Drafter):
@@ -62,21 +62,33 @@ class SuffixDrafter(Drafter):
         return Proposal(ids, None, parents if self.tree.on and tokens else None)
 
     def best_tree(self, budget: int, branching: int, max_depth: int) -> tuple[list[int], list[int]]:
-        """Up to `budget` nodes, best first by confidence, from the longer of the local and corpus matches."""
+        """Up to `budget` nodes, best first by confidence, from the local or the corpus match: whichever tree
+        promises more kept tokens (the sum of its nodes' confidences)."""
         context = self.local.tokens
         local = self.local.longest_match(context)
         found = self.corpus.longest_match(context, exclude=self.key) if self.corpus is not None else None
-        root = max((m for m in (local, found) if m is not None), key=lambda m: m.depth, default=None)
         self.confidence = []
-        if root is None:
+        if local is None and found is None:
             self.why = "no earlier occurrence of the last token"
             return [], []
-        self.why = f"{'prompt and answer' if root is local else 'earlier answers'}: last {root.depth} tokens seen {root.total}×"
-        tokens, parents = [], []
+        best = None
+        for root in (local, found):
+            if root is not None:
+                tree = self._walk(root, budget, branching, max_depth)
+                if best is None or sum(tree[2]) > sum(best[2]):
+                    best, chosen = tree, root
+        tokens, parents, self.confidence = best
+        self.why = (f"{'prompt and answer' if chosen is local else 'earlier answers'}: last {chosen.depth} tokens "
+                    f"seen {chosen.total}×")
+        return tokens, parents
+
+    def _walk(self, root, budget: int, branching: int, max_depth: int) -> tuple[list[int], list[int], list[float]]:
+        """Best-first walk from a match: nodes with their parents and confidences, none below the floor."""
+        tokens, parents, confidence = [], [], []
         frontier = [(-1.0, 0, -1, root)]  # (-confidence, tie-break, parent node, match to expand)
         serial = 1
         while frontier and len(tokens) < budget:
-            confidence, _, parent, match = heapq.heappop(frontier)
+            reach, _, parent, match = heapq.heappop(frontier)
             depth = _depth(parents, parent) + 1
             if depth > max_depth:
                 continue
@@ -85,17 +97,17 @@ class SuffixDrafter(Drafter):
             for token, count in counts.most_common(branching):
                 if token in self.never:
                     continue
-                share = -confidence * count / total
+                share = -reach * count / total
                 if share < self.min_confidence or len(tokens) >= budget:
                     break
                 tokens.append(token)
                 parents.append(parent)
-                self.confidence.append(share)
+                confidence.append(share)
                 child = match.follow(token)
                 if child is not None:
                     heapq.heappush(frontier, (-share, serial, len(tokens) - 1, child))
                     serial += 1
-        return tokens, parents
+        return tokens, parents, confidence
 
     def finish(self, output_ids: list[int]) -> None:
         """A finished run's answer joins the corpus that runs of other prompts draft from."""
@@ -136,9 +148,33 @@ def corpus_for(tokenizer) -> SuffixCorpus:
 @functools.lru_cache(maxsize=8)
 def _corpus(fingerprint: str) -> SuffixCorpus:
     corpus = SuffixCorpus(max_tokens=CORPUS_TOKENS, max_depth=CORPUS_DEPTH)
-    if SHIPPED_CORPUS.is_file():
-        lines = SHIPPED_CORPUS.read_text(encoding="utf-8").splitlines()
-        if lines and json.loads(lines[0]).get("tokenizer") == fingerprint:
-            for line in lines[1:]:
-                corpus.add(json.loads(line)["ids"])
+    header, documents = read_corpus(SHIPPED_CORPUS)
+    if header.get("tokenizer") == fingerprint:
+        for document in documents:
+            corpus.add(document)
     return corpus
+
+
+def save_corpus(path: Path, documents: list[list[int]], header: dict) -> None:
+    """Token id documents in one safetensors file (flat int32 ids and offsets), with how they were made."""
+    from safetensors.torch import save_file
+
+    ids = torch.tensor([t for document in documents for t in document], dtype=torch.int32)
+    offsets = torch.tensor([0] + [len(d) for d in documents], dtype=torch.int64).cumsum(0)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_file({"ids": ids, "offsets": offsets}, str(path), metadata={"json": json.dumps(header)})
+
+
+def read_corpus(path: Path) -> tuple[dict, list[list[int]]]:
+    """What `save_corpus` wrote: the header and the documents; ({}, []) when there is no readable file."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file, safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            header = json.loads((f.metadata() or {}).get("json", "{}"))
+        tensors = load_file(str(path))
+    except (OSError, SafetensorError, ValueError):
+        return {}, []
+    ids, bounds = tensors["ids"].tolist(), tensors["offsets"].tolist()
+    return header, [ids[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
