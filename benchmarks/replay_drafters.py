@@ -1,0 +1,150 @@
+"""Tokens per round of the token-only drafters, replayed from the target's greedy answers (no model runs).
+
+In greedy decoding the output is the target's own answer whatever is drafted, so each round of a
+drafter that reads only tokens can be replayed from that answer (specviz.lab.replay). This compares
+the n-gram drafter and suffix drafters over several corpora and confidence floors, by workload:
+
+- TRAIN prompts: the greedy answers of the head's data (artifacts/heads). A prompt's own answers
+  never serve it: the corpus there is built in folds that leave the prompt's fold out.
+- EVAL prompts: the target's greedy fp32 answers (made and cached by specviz.training.agreement);
+  the corpus holds every answer of the data, none of them to an EVAL prompt.
+
+Settings are chosen on TRAIN; EVAL is the check. Run after `scripts/make_suffix_corpus.py`:
+
+    python benchmarks/replay_drafters.py --samples 3 --written 70 --gamma 6 --max-new-tokens 128
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from specviz.config import Decoding  # noqa: E402
+from specviz.drafters.ngram import NgramDrafter  # noqa: E402
+from specviz.drafters.suffix import (CORPUS_DEPTH, MIN_CONFIDENCE, SHIPPED_CORPUS, SuffixDrafter,  # noqa: E402
+                                     read_corpus, template_tokens)
+from specviz.drafters.suffix_index import SuffixCorpus  # noqa: E402
+from specviz.lab.replay import Replay, replay  # noqa: E402
+from specviz.models import load_model  # noqa: E402
+from specviz.training.agreement import eval_answers  # noqa: E402
+from specviz.training.train_head import HeadConfig, own_answers  # noqa: E402
+
+FOLDS = 4
+
+
+class LongerMatch(SuffixDrafter):
+    """The earlier rule, for comparison: draft from whichever match is longer, the local or the corpus one."""
+
+    def best_tree(self, budget, branching, max_depth):
+        local = self.local.longest_match(self.local.tokens)
+        found = self.corpus.longest_match(self.local.tokens, exclude=self.key) if self.corpus is not None else None
+        root = max((m for m in (local, found) if m is not None), key=lambda m: m.depth, default=None)
+        if root is None:
+            return [], []
+        tokens, parents, self.confidence = self._walk(root, budget, branching, max_depth)
+        return tokens, parents
+
+
+def corpus_of(documents: list[list[int]]) -> SuffixCorpus:
+    corpus = SuffixCorpus(max_tokens=10**9, max_depth=CORPUS_DEPTH)
+    for document in documents:
+        corpus.add(document)
+    corpus.refresh()
+    return corpus
+
+
+def table(title: str, results: dict[str, dict[str, Replay]]) -> str:
+    workloads = sorted({w for by in results.values() for w in by})
+    lines = [f"**{title}** (tokens per round; α at positions 1 · 2 · 3 over all)", "",
+             "| drafter | " + " | ".join(workloads) + " | all | α 1 · 2 · 3 |",
+             "| --- | " + " | ".join("---:" for _ in workloads) + " | ---: | --- |"]
+    for name, by in results.items():
+        total = Replay()
+        for r in by.values():
+            total = total.add(r)
+        alphas = " · ".join(f"{total.alpha_at(i):.2f}" for i in range(3))
+        lines.append(f"| {name} | " + " | ".join(f"{by[w].tokens_per_round:.2f}" for w in workloads)
+                     + f" | **{total.tokens_per_round:.2f}** | {alphas} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=3)
+    parser.add_argument("--written", type=int, default=70)
+    parser.add_argument("--answer-tokens", type=int, default=256, help="max new tokens of the data's answers")
+    parser.add_argument("--gamma", type=int, default=6)
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--floors", default="0.2,0.3,0.4", help="suffix confidence floors to compare")
+    parser.add_argument("--out", default="")
+    args = parser.parse_args()
+    torch.set_grad_enabled(False)
+    target = load_model("default")
+    never = template_tokens(target.tokenizer)
+    cfg = HeadConfig(samples=args.samples, written=args.written, max_new_tokens=args.answer_tokens)
+    answers, own = own_answers(cfg, target, progress=False)
+    sequences = answers.sequences + (own.sequences if own else [])
+    settings = Decoding(gamma=args.gamma, max_new_tokens=args.max_new_tokens)
+    floors = [float(f) for f in args.floors.split(",")]
+    _, shipped = read_corpus(SHIPPED_CORPUS)
+
+    # TRAIN: greedy answers of TRAIN prompts, each replayed against a corpus without its own fold.
+    train = [s for s in answers.sequences if s.sample == 0]
+    prompt_ids = sorted({s.prompt_id for s in train})
+    fold_of = {p: i % FOLDS for i, p in enumerate(prompt_ids)}
+    train_results: dict[str, dict[str, Replay]] = defaultdict(lambda: defaultdict(Replay))
+    for fold in range(FOLDS):
+        corpus = corpus_of([s.answer.tolist() for s in sequences if fold_of.get(s.prompt_id, -1) != fold])
+        for s in (s for s in train if fold_of[s.prompt_id] == fold):
+            answer = s.answer.tolist()[: args.max_new_tokens]
+            makers = {"ngram": lambda: NgramDrafter("ngram")}
+            for floor in floors:
+                makers[f"suffix, data corpus, floor {floor:g}"] = (
+                    lambda f=floor: SuffixDrafter(corpus=corpus, min_confidence=f, never=never))
+            makers["suffix, no corpus"] = lambda: SuffixDrafter(corpus=None, never=never)
+            makers[f"suffix, data corpus, longer match, floor {MIN_CONFIDENCE:g}"] = (
+                lambda: LongerMatch(corpus=corpus, never=never))
+            for name, make in makers.items():
+                r = replay(make(), s.prompt_ids, answer, settings)
+                train_results[name][s.category] = train_results[name][s.category].add(r)
+    report = [table(f"TRAIN prompts ({len(train)} greedy answers, {FOLDS} folds), γ={args.gamma}, "
+                    f"{args.max_new_tokens} tokens", train_results)]
+
+    # EVAL: the target's greedy fp32 answers, against the whole data corpus and the shipped one.
+    held = eval_answers(target, cfg.work_dir, cfg.slug(target.name), max_new_tokens=args.max_new_tokens,
+                        progress=False, say=lambda m: None)
+    data_corpus = corpus_of([s.answer.tolist() for s in sequences])
+    shipped_corpus = corpus_of(shipped)
+    eval_results: dict[str, dict[str, Replay]] = defaultdict(lambda: defaultdict(Replay))
+    shipped_label = f"suffix, shipped corpus ({sum(map(len, shipped)):,} tokens)"
+    data_label = f"suffix, data corpus ({data_corpus.size:,} tokens)"  # both corpora grow by each finished answer
+    for tokens, start, category in zip(held.features.tokens, held.features.answer_from, held.categories):
+        prompt, answer = tokens[:start].tolist(), tokens[start:].tolist()
+        makers = {"ngram": lambda: NgramDrafter("ngram"),
+                  f"{shipped_label}, floor {MIN_CONFIDENCE:g}":
+                      lambda: SuffixDrafter(corpus=shipped_corpus, never=never)}
+        makers[f"suffix, shipped corpus, longer match, floor {MIN_CONFIDENCE:g}"] = (
+            lambda: LongerMatch(corpus=shipped_corpus, never=never))
+        for floor in floors:
+            makers[f"{data_label}, floor {floor:g}"] = (
+                lambda f=floor: SuffixDrafter(corpus=data_corpus, min_confidence=f, never=never))
+        makers[f"suffix, data corpus, longer match, floor {MIN_CONFIDENCE:g}"] = (
+            lambda: LongerMatch(corpus=data_corpus, never=never))
+        for name, make in makers.items():
+            eval_results[name][category] = eval_results[name][category].add(replay(make(), prompt, answer, settings))
+    report.append(table(f"EVAL prompts ({len(held.features.tokens)} greedy fp32 answers), γ={args.gamma}, "
+                        f"{args.max_new_tokens} tokens", eval_results))
+    text = "\n\n".join(report)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

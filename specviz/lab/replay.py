@@ -1,0 +1,99 @@
+"""Replaying a known greedy answer through a drafter that reads only tokens: tokens per round with no model.
+
+In greedy decoding with exact verification the output is the target's own greedy answer whatever
+the drafter proposes. So for a drafter that reads tokens only (ngram, suffix) every round can be
+replayed from that answer: draft after the committed tokens, keep the longest prefix (a tree's
+longest branch) that equals the answer's next tokens, then add the answer's next token, as the
+target would. Tokens per round and α by draft position come out exactly as a real run gives them,
+in microseconds per round, so a drafter's settings can be compared on hundreds of answers in
+seconds. What a round costs in time is not replayed: that takes the target (`lab.measure`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from ..config import Decoding
+from ..drafters.base import Drafter
+
+
+@dataclass
+class Replay:
+    rounds: int = 0
+    tokens: int = 0  # answer tokens replayed
+    drafted: int = 0
+    accepted: int = 0
+    reached: list[int] = field(default_factory=list)  # rounds whose draft reached position i (0-based)
+    kept: list[int] = field(default_factory=list)  # ... and kept the token there
+
+    @property
+    def tokens_per_round(self) -> float:
+        return self.tokens / max(1, self.rounds)
+
+    def alpha_at(self, i: int) -> float:
+        return self.kept[i] / self.reached[i] if i < len(self.reached) and self.reached[i] else float("nan")
+
+    def add(self, other: Replay) -> Replay:
+        width = max(len(self.reached), len(other.reached))
+        pad = lambda xs: xs + [0] * (width - len(xs))  # noqa: E731
+        return Replay(self.rounds + other.rounds, self.tokens + other.tokens, self.drafted + other.drafted,
+                      self.accepted + other.accepted, [a + b for a, b in zip(pad(self.reached), pad(other.reached))],
+                      [a + b for a, b in zip(pad(self.kept), pad(other.kept))])
+
+
+def replay(drafter: Drafter, prompt_ids: list[int], answer: list[int], settings: Decoding) -> Replay:
+    """The rounds a greedy run of `drafter` would make to write `answer` after `prompt_ids` (see the module)."""
+    out = Replay()
+    ids = torch.tensor([list(prompt_ids)])
+    drafter.start(ids, settings)
+    done = 0
+    while done < len(answer):
+        k = min(drafter.gamma, len(answer) - done - 1)
+        proposal = drafter.propose(ids, k, settings.sampling, None)
+        drafted = proposal.ids.tolist()
+        kept = _kept(drafted, proposal.parents, answer[done:])
+        depth = _depth(proposal.parents, len(drafted))
+        for i in range(min(depth, len(kept) + 1)):  # positions past the first miss were never judged
+            _bump(out.reached, i)
+            if i < len(kept):
+                _bump(out.kept, i)
+        drafter.feedback(kept)
+        emitted = answer[done : done + len(kept) + 1]
+        ids = torch.cat([ids, torch.tensor([emitted])], dim=1)
+        done += len(emitted)
+        out.rounds += 1
+        out.drafted += len(drafted)
+        out.accepted += len(kept)
+    out.tokens = done
+    drafter.finish(list(answer))
+    return out
+
+
+def _kept(drafted: list[int], parents: list[int] | None, truth: list[int]) -> list[int]:
+    """Indices of the drafts kept: a chain's prefix equal to `truth`, or a tree's branch that follows it."""
+    kept, node = [], -1
+    for depth, token in enumerate(truth[:-1] if len(truth) > 1 else []):
+        children = [i for i in range(len(drafted))
+                    if (parents[i] if parents is not None else i - 1) == node and drafted[i] == token]
+        if not children:
+            break
+        node = children[0]
+        kept.append(node)
+    return kept
+
+
+def _depth(parents: list[int] | None, n: int) -> int:
+    if parents is None:
+        return n
+    depth = [0] * n
+    for i, parent in enumerate(parents):
+        depth[i] = 1 if parent < 0 else depth[parent] + 1
+    return max(depth, default=0)
+
+
+def _bump(counts: list[int], i: int) -> None:
+    while len(counts) <= i:
+        counts.append(0)
+    counts[i] += 1
