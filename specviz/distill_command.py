@@ -75,6 +75,10 @@ def add_head_arguments(p) -> None:
     g.add_argument("--ttt-steps", type=int, default=d.ttt_steps, help=f"training-time-test steps (default {d.ttt_steps})")
     g.add_argument("--feature-weight", type=float, default=d.feature_weight,
                    help=f"weight of the feature regression (default {d.feature_weight:g})")
+    g.add_argument("--validate-every", type=int, default=d.validate_every,
+                   help="steps between agreement checks on the target's answers to the EVAL prompts (default 0: none)")
+    g.add_argument("--patience", type=int, default=d.patience,
+                   help="stop after this many checks without a better one; the best check's weights are saved (default 0)")
     g.add_argument("--eval-gamma", type=int, default=3, help="γ of the evaluation race (default 3)")
     g.add_argument("--eval-tokens", type=int, default=64, help="new tokens per prompt in the race (default 64)")
 
@@ -84,6 +88,7 @@ def head_config_from_args(args) -> HeadConfig:
                                ("max_new_tokens", args.max_new_tokens)) if v is not None}
     return HeadConfig(target=args.target, name=args.name, vocab=args.vocab, samples=args.samples,
                       answer_minutes=args.data_minutes, max_prompts=args.max_prompts, written=args.written, document_tokens=args.document_tokens, positions=args.positions,
+                      validate_every=args.validate_every, patience=args.patience,
                       ttt_steps=args.ttt_steps, feature_weight=args.feature_weight, seed=args.seed, out=args.out,
                       work=args.work, device=args.device, resume=args.resume, **given)
 

@@ -32,7 +32,8 @@ from ..drafters.head_net import DraftHead, HeadInfo, HeadShape, embedding_check,
 from ..errors import ConfigError, SpecVizError
 from ..models import SHIPPED_DRAFTS, LoadedModel, load_model
 from . import store
-from .answers import fast_autocast, generate_data, train_prompts
+from .agreement import HeldOut, agreement, eval_answers
+from .answers import Dataset, fast_autocast, generate_data, train_prompts
 from .features import Features, capture, load_features, shard_names
 from .loop import Schedule, Training, batch_indices, train_loop
 from .texts import answer_texts, document_texts, written_prompts
@@ -50,7 +51,7 @@ class HeadConfig:
     samples: int = 1  # sampled answers per TRAIN prompt, besides the greedy one
     max_new_tokens: int = 128  # answer length cap for the target's answers
     temperature: float = 0.8  # temperature of the sampled answers
-    answer_minutes: float = 0.0  # generation budget for answers (0 = none); greedy answers come first
+    answer_minutes: float = 0.0  # generation budget for each set of answers (0 = none); greedy answers come first
     max_prompts: int = 0  # TRAIN prompts per category the target answers; 0 = all of them
     written: int = 0  # prompts per category the target writes for itself (answered greedily and `samples` times)
     bf16_answers: bool = True  # a bf16 copy of the target writes the answers where the hardware has bf16 (faster)
@@ -68,6 +69,8 @@ class HeadConfig:
     feature_weight: float = 0.2  # weight of the feature regression beside the cross-entropy
     seed: int = 0
     checkpoint_every: int = 100
+    validate_every: int = 0  # steps between agreement checks on the EVAL answers (0 = none); the best check's weights are kept
+    patience: int = 0  # stop after this many checks without a better one (0 = run every step)
     out: str = ""  # head folder; "" = assets/drafts/<name>
     work: str = ""  # data, features, checkpoints; "" = artifacts/heads
     device: str = "auto"
@@ -110,26 +113,38 @@ class HeadData:
     summary: dict  # what the data is, for the model card
 
 
+def own_answers(cfg: HeadConfig, target: LoadedModel, progress: bool = True) -> tuple[Dataset, Dataset | None]:
+    """The target's answers to the TRAIN prompts, and to the prompts it wrote for itself (None without them).
+
+    Both are cached in the work folder, so the suffix drafter's corpus (scripts/make_suffix_corpus.py)
+    is made from the same answers as the head's data, and whichever runs second generates nothing.
+    """
+    slug, work = cfg.slug(target.name), cfg.work_dir
+    answers = generate_data(target, train_prompts(cfg.max_prompts),
+                            work / f"answers-{slug}-n{cfg.max_new_tokens}-t{cfg.temperature:g}-k16.safetensors",
+                            cfg.samples, cfg.max_new_tokens, cfg.temperature, 16, batch=cfg.answer_batch,
+                            minutes=cfg.answer_minutes, seed=cfg.seed, fast=cfg.bf16_answers, progress=progress)
+    if not cfg.written:
+        return answers, None
+    asks = written_prompts(target, cfg.written, work / f"written-{slug}.json", seed=cfg.seed, progress=progress)
+    own = generate_data(target, asks, work / f"written-answers-{slug}-n{cfg.max_new_tokens}.safetensors",
+                        cfg.samples, cfg.max_new_tokens, cfg.temperature, 16, batch=cfg.answer_batch,
+                        minutes=cfg.answer_minutes, seed=cfg.seed, fast=cfg.bf16_answers, progress=progress)
+    return answers, own
+
+
 def collect(cfg: HeadConfig, target: LoadedModel, progress: bool = True,
             say: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> HeadData:
     """Answers, written prompts and documents, then the target's features over all of them (each step resumes)."""
     slug = cfg.slug(target.name)
     work = cfg.work_dir
     t0 = time.perf_counter()
-    answers = generate_data(target, train_prompts(cfg.max_prompts), work / f"answers-{slug}-n{cfg.max_new_tokens}-t{cfg.temperature:g}-k16.safetensors",
-                            cfg.samples, cfg.max_new_tokens, cfg.temperature, 16, batch=cfg.answer_batch,
-                            minutes=cfg.answer_minutes, seed=cfg.seed, fast=cfg.bf16_answers, progress=progress)
+    answers, own = own_answers(cfg, target, progress)
     texts = answer_texts(answers.sequences, "answers")
     written_seconds = 0.0
-    if cfg.written:
-        asks = written_prompts(target, cfg.written, work / f"written-{slug}.json", seed=cfg.seed, progress=progress)
-        own = generate_data(target, asks, work / f"written-answers-{slug}-n{cfg.max_new_tokens}.safetensors",
-                            cfg.samples, cfg.max_new_tokens, cfg.temperature, 16, batch=cfg.answer_batch,
-                            seed=cfg.seed, fast=cfg.bf16_answers, progress=progress)
+    if own is not None:
         texts += answer_texts(own.sequences, "written")
         written_seconds = own.seconds
-    else:
-        own = None
     docs = document_texts(target.tokenizer, cfg.document_tokens) if cfg.document_tokens else []
     texts += docs
     folder = work / f"features-{slug}"
@@ -297,7 +312,7 @@ def new_head(target: LoadedModel, seed: int) -> DraftHead:
 
 
 def train(cfg: HeadConfig, target: LoadedModel, data: HeadData, vocab: list[int], progress: bool = True,
-          on_step: Callable[[dict], None] | None = None) -> Training:
+          on_step: Callable[[dict], None] | None = None, held: HeldOut | None = None) -> Training:
     device = target.device
     head = new_head(target, cfg.seed).to(device)
     embedding = target.model.get_input_embeddings().weight.detach().float()
@@ -314,9 +329,18 @@ def train(cfg: HeadConfig, target: LoadedModel, data: HeadData, vocab: list[int]
         batch = make_batch(data.features, batch_indices(step, cfg.batch_size, n, cfg.seed), cfg.seq_len, device)
         return head_loss(head, rows, embedding, batch, cfg, device)
 
-    schedule = Schedule(cfg.steps, cfg.lr, cfg.warmup, cfg.checkpoint_every)
+    vocab_ids = torch.tensor(vocab, device=device)
+
+    def validate() -> dict:
+        alphas = agreement(head, held, embedding, rows, vocab_ids, steps=3)
+        # the score: expected drafts kept per round of three, α1 + α1·α2 + α1·α2·α3
+        return {"score": alphas[0] * (1 + alphas[1] * (1 + alphas[2])),
+                **{f"alpha_{s}": a for s, a in enumerate(alphas, start=1)}}
+
+    schedule = Schedule(cfg.steps, cfg.lr, cfg.warmup, cfg.checkpoint_every,
+                        validate_every=cfg.validate_every if held else 0, patience=cfg.patience)
     return train_loop(head, groups, schedule, step_loss, cfg.run_dir, cfg.resume, f"train {cfg.head_name}",
-                      progress, on_step)
+                      progress, on_step, validate if held else None)
 
 
 def info_for(cfg: HeadConfig, target: LoadedModel, vocab: list[int], data: HeadData, training: Training) -> HeadInfo:
@@ -331,6 +355,7 @@ def info_for(cfg: HeadConfig, target: LoadedModel, vocab: list[int], data: HeadD
         trained={"config": asdict(cfg), "data": data.summary, "steps": training.steps,
                  "minutes": training.seconds / 60, "final_loss": training.final_loss,
                  "final_agreement": training.final_agreement, "device": str(target.device),
+                 "checks": training.checks, "best_step": training.best_step,
                  "torch": torch.__version__,
                  "parameters": sum(p.numel() for p in training.model.parameters())},
     )
@@ -349,7 +374,9 @@ def train_head(cfg: HeadConfig, target: LoadedModel | None = None, progress: boo
         store.save_json(vocab_path, vocab)
     train_tokens = [t for toks, start in zip(data.features.tokens, data.features.answer_from) for t in toks[start:].tolist()]
     data.summary["vocab_coverage_train"] = coverage(train_tokens, vocab)
-    training = train(cfg, target, data, vocab, progress, on_step)
+    held = eval_answers(target, cfg.work_dir, cfg.slug(target.name), progress=progress, say=say) \
+        if cfg.validate_every else None
+    training = train(cfg, target, data, vocab, progress, on_step, held)
     folder = save_head(training.model, info_for(cfg, target, vocab, data, training), cfg.out_dir)
     say(f"saved {folder} (loss {training.final_loss:.3f}, agreement {training.final_agreement:.1%})")
     return folder
@@ -410,7 +437,8 @@ def command_for(config: dict) -> str:
     flags = {"name": "--name", "vocab": "--vocab", "samples": "--samples", "max_new_tokens": "--max-new-tokens",
              "answer_minutes": "--data-minutes", "max_prompts": "--max-prompts", "written": "--written",
              "document_tokens": "--document-tokens", "positions": "--positions", "steps": "--steps", "batch_size": "--batch-size", "lr": "--lr",
-             "ttt_steps": "--ttt-steps", "feature_weight": "--feature-weight", "seed": "--seed"}
+             "ttt_steps": "--ttt-steps", "feature_weight": "--feature-weight", "seed": "--seed",
+             "validate_every": "--validate-every", "patience": "--patience"}
     default = asdict(HeadConfig())
     parts = [f"{flag} {config[key]:g}" if isinstance(config[key], float) else f"{flag} {config[key]}"
              for key, flag in flags.items() if key in config and config[key] != default[key]]

@@ -113,3 +113,36 @@ def test_head_card_facts(tiny_head_dir):
     assert len(info.vocab) == 64 and len(set(info.vocab)) == 64
     assert info.trained["steps"] > 0 and info.trained["data"]["trained_positions"] > 0
     assert coverage(info.vocab[:10], info.vocab) == 1.0 and coverage([], info.vocab) == 0.0
+
+
+def test_agreement_counts_the_first_guesses_that_equal_the_targets_tokens(target, tiny_head_dir):
+    """Offline agreement at draft position 1, against a plain loop: the head reads the true pairs up to
+    each answer position and its top guess is compared with the token the target wrote there."""
+    from specviz.drafters.head_net import load_head
+    from specviz.training.agreement import HeldOut, agreement
+    from specviz.training.features import Features, hidden_states
+    from specviz.training.texts import Text
+
+    head, info = load_head(tiny_head_dir, target.model, target.name)
+    texts = []
+    for prompt, max_new in CASES:
+        run = generate(target, None, prompt, Decoding(max_new_tokens=max_new))
+        texts.append(Text("eval", run.prompt_ids + run.output_ids, len(run.prompt_ids)))
+    feats = hidden_states(target, texts)
+    held = HeldOut(Features([torch.tensor(t.ids) for t in texts], feats, [t.answer_from for t in texts],
+                            ["eval"] * len(texts)), "tiny", ["x"] * len(texts))
+    embedding = target.model.get_input_embeddings().weight.float()
+    vocab = torch.tensor(info.vocab)
+    rows = target.model.get_output_embeddings().weight.float()[vocab]
+    hits = count = 0
+    with torch.no_grad():
+        for text, f in zip(texts, feats):
+            ids = torch.tensor(text.ids)
+            for j in range(max(0, text.answer_from - 2), len(ids) - 2):
+                predicted = head.step(embedding[ids[1 : j + 2]], f[: j + 1].float(), KVCache())[-1]
+                hits += int(vocab[(predicted @ rows.T).argmax()] == ids[j + 2])
+                count += 1
+    alphas = agreement(head, held, embedding, rows, vocab, steps=2)
+    assert count > 20 and 0 < hits < count  # both outcomes occur
+    assert alphas[0] == pytest.approx(hits / count)
+    assert 0 <= alphas[1] <= 1
