@@ -9,7 +9,8 @@ the n-gram drafter and suffix drafters over several corpora and confidence floor
 - EVAL prompts: the target's greedy fp32 answers (made and cached by specviz.training.agreement);
   the corpus holds every answer of the data, none of them to an EVAL prompt.
 
-Settings are chosen on TRAIN; EVAL is the check. Run after `scripts/make_suffix_corpus.py`:
+Settings are chosen on TRAIN; EVAL is the check. The corpora stay fixed here (a server's corpus also
+learns from every run it completes, which `bench` includes and this leaves out). Run after `scripts/make_suffix_corpus.py`:
 
     python benchmarks/replay_drafters.py --samples 3 --written 70 --gamma 6 --max-new-tokens 128
 """
@@ -79,6 +80,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=3)
     parser.add_argument("--written", type=int, default=70)
     parser.add_argument("--answer-tokens", type=int, default=256, help="max new tokens of the data's answers")
+    parser.add_argument("--data-minutes", type=float, default=0.0, help="as make_suffix_corpus.py's")
     parser.add_argument("--gamma", type=int, default=6)
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--floors", default="0.2,0.3,0.4", help="suffix confidence floors to compare")
@@ -87,7 +89,8 @@ def main() -> None:
     torch.set_grad_enabled(False)
     target = load_model("default")
     never = template_tokens(target.tokenizer)
-    cfg = HeadConfig(samples=args.samples, written=args.written, max_new_tokens=args.answer_tokens)
+    cfg = HeadConfig(samples=args.samples, written=args.written, max_new_tokens=args.answer_tokens,
+                     answer_minutes=args.data_minutes)
     answers, own = own_answers(cfg, target, progress=False)
     sequences = answers.sequences + (own.sequences if own else [])
     settings = Decoding(gamma=args.gamma, max_new_tokens=args.max_new_tokens)
@@ -111,7 +114,7 @@ def main() -> None:
             makers[f"suffix, data corpus, longer match, floor {MIN_CONFIDENCE:g}"] = (
                 lambda: LongerMatch(corpus=corpus, never=never))
             for name, make in makers.items():
-                r = replay(make(), s.prompt_ids, answer, settings)
+                r = replay(make(), s.prompt_ids, answer, settings, learn=False)
                 train_results[name][s.category] = train_results[name][s.category].add(r)
     report = [table(f"TRAIN prompts ({len(train)} greedy answers, {FOLDS} folds), γ={args.gamma}, "
                     f"{args.max_new_tokens} tokens", train_results)]
@@ -123,7 +126,7 @@ def main() -> None:
     shipped_corpus = corpus_of(shipped)
     eval_results: dict[str, dict[str, Replay]] = defaultdict(lambda: defaultdict(Replay))
     shipped_label = f"suffix, shipped corpus ({sum(map(len, shipped)):,} tokens)"
-    data_label = f"suffix, data corpus ({data_corpus.size:,} tokens)"  # both corpora grow by each finished answer
+    data_label = f"suffix, data corpus ({data_corpus.size:,} tokens)"
     for tokens, start, category in zip(held.features.tokens, held.features.answer_from, held.categories):
         prompt, answer = tokens[:start].tolist(), tokens[start:].tolist()
         makers = {"ngram": lambda: NgramDrafter("ngram"),
@@ -137,7 +140,8 @@ def main() -> None:
         makers[f"suffix, data corpus, longer match, floor {MIN_CONFIDENCE:g}"] = (
             lambda: LongerMatch(corpus=data_corpus, never=never))
         for name, make in makers.items():
-            eval_results[name][category] = eval_results[name][category].add(replay(make(), prompt, answer, settings))
+            eval_results[name][category] = eval_results[name][category].add(
+                replay(make(), prompt, answer, settings, learn=False))
     report.append(table(f"EVAL prompts ({len(held.features.tokens)} greedy fp32 answers), γ={args.gamma}, "
                         f"{args.max_new_tokens} tokens", eval_results))
     text = "\n\n".join(report)

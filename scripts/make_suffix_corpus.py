@@ -9,7 +9,7 @@ plus sampled answers. Never an evaluation prompt, never a public benchmark. They
 batches in bf16 where the CPU has it (faster; the text is then the bf16 target's, close to the
 fp32 one's).
 
-    python scripts/make_suffix_corpus.py --samples 3 --max-new-tokens 256 --written 120
+    python scripts/make_suffix_corpus.py --samples 3 --max-new-tokens 256 --written 70 --data-minutes 24
 """
 
 from __future__ import annotations
@@ -36,14 +36,16 @@ def main() -> None:
     parser.add_argument("--target", default="default")
     parser.add_argument("--samples", type=int, default=3, help="sampled answers per prompt beside the greedy one")
     parser.add_argument("--max-new-tokens", type=int, default=256)
-    parser.add_argument("--written", type=int, default=120, help="prompts per category the target writes for itself")
+    parser.add_argument("--written", type=int, default=70, help="prompts per category the target writes for itself")
     parser.add_argument("--max-tokens", type=int, default=0, help="keep at most this many tokens (0 = all)")
+    parser.add_argument("--data-minutes", type=float, default=0.0,
+                        help="generation budget for each set of answers (0 = none): what is cached past it is used")
     parser.add_argument("--work", default="", help="where the answers are cached (default artifacts/heads)")
     parser.add_argument("--out", default=str(SHIPPED_CORPUS))
     args = parser.parse_args()
     target = load_model(args.target)
     cfg = HeadConfig(target=args.target, samples=args.samples, max_new_tokens=args.max_new_tokens,
-                     written=args.written, work=args.work, temperature=d.temperature)
+                     written=args.written, work=args.work, temperature=d.temperature, answer_minutes=args.data_minutes)
     answers, own = own_answers(cfg, target)
     datasets = [answers] + ([own] if own is not None else [])
     documents = [s.answer.tolist() for data in datasets for s in data.sequences]

@@ -25,7 +25,7 @@ from ..config import Sampling
 from .base import Drafter, Proposal
 from .suffix_index import LocalIndex, SuffixCorpus
 
-MIN_CONFIDENCE = 0.3  # a node is drafted only while its estimated chance of being reached and kept stays above this
+MIN_CONFIDENCE = 0.2  # a node is drafted only while its estimated chance of being reached and kept stays above this (chosen on TRAIN by replay: benchmarks/replay_drafters.py)
 LOCAL_DEPTH = 8  # longest context suffix looked up in the prompt and answer
 CORPUS_DEPTH = 16  # ... and in the corpus of earlier answers
 CORPUS_TOKENS = 2_000_000  # the corpus keeps at most this many tokens (16 bytes each), oldest runs dropped first

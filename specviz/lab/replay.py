@@ -43,8 +43,12 @@ class Replay:
                       [a + b for a, b in zip(pad(self.kept), pad(other.kept))])
 
 
-def replay(drafter: Drafter, prompt_ids: list[int], answer: list[int], settings: Decoding) -> Replay:
-    """The rounds a greedy run of `drafter` would make to write `answer` after `prompt_ids` (see the module)."""
+def replay(drafter: Drafter, prompt_ids: list[int], answer: list[int], settings: Decoding,
+           learn: bool = True) -> Replay:
+    """The rounds a greedy run of `drafter` would make to write `answer` after `prompt_ids` (see the module).
+
+    learn=False skips the drafter's `finish`, so a suffix corpus stays as it was (and is not rebuilt).
+    """
     out = Replay()
     ids = torch.tensor([list(prompt_ids)])
     drafter.start(ids, settings)
@@ -67,7 +71,8 @@ def replay(drafter: Drafter, prompt_ids: list[int], answer: list[int], settings:
         out.drafted += len(drafted)
         out.accepted += len(kept)
     out.tokens = done
-    drafter.finish(list(answer))
+    if learn:
+        drafter.finish(list(answer))
     return out
 
 

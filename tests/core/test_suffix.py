@@ -85,9 +85,10 @@ def test_draft_length_follows_the_confidence_of_the_match(target):
     sure = drafter_for([[3, 4, 5, 6, 7, 8, 9, 10]] * 5)
     sure.start(torch.tensor([[1, 2]]), Decoding(gamma=6))
     assert sure.propose(torch.tensor([[1, 2, 3, 4, 5]]), 6, Decoding().sampling, None).ids.tolist() == [6, 7, 8, 9, 10]
-    torn = drafter_for([[3, 4, 5, 6], [3, 4, 5, 7], [3, 4, 5, 8], [3, 4, 5, 9]])
+    torn = drafter_for([[3, 4, 5, 6], [3, 4, 5, 7], [3, 4, 5, 8], [3, 4, 5, 9], [3, 4, 5, 10]])
     torn.start(torch.tensor([[1, 2]]), Decoding(gamma=6))
-    assert torn.propose(torch.tensor([[1, 2, 3, 4, 5]]), 6, Decoding().sampling, None).ids.tolist() == []  # a 4-way split
+    # a 5-way split: each continuation's share, 1 / (5 + 1/3), is under the floor
+    assert torn.propose(torch.tensor([[1, 2, 3, 4, 5]]), 6, Decoding().sampling, None).ids.tolist() == []
     assert "earlier answers" in sure.why
 
 
@@ -163,3 +164,22 @@ def test_drafting_costs_well_under_a_millisecond_per_round():
         drafter.propose(context, 4, Decoding().sampling, None)
     per_round = (time.perf_counter() - start) / 50
     assert per_round < 0.005, f"{per_round * 1e3:.2f} ms per round"  # about 0.1 ms here; a margin for a busy machine
+
+
+def test_a_corpus_file_round_trips_and_a_damaged_one_reads_as_empty(tmp_path):
+    from specviz.drafters.suffix import read_corpus, save_corpus
+
+    documents = [[5, 6, 7], [8], [9, 10]]
+    save_corpus(tmp_path / "c.safetensors", documents, {"tokenizer": "abc", "tokens": 6})
+    assert read_corpus(tmp_path / "c.safetensors") == ({"tokenizer": "abc", "tokens": 6}, documents)
+    (tmp_path / "bad.safetensors").write_bytes(b"not a corpus")
+    assert read_corpus(tmp_path / "bad.safetensors") == ({}, [])
+    assert read_corpus(tmp_path / "missing.safetensors") == ({}, [])
+
+
+def test_the_shipped_corpus_reads_for_the_tokenizer_it_was_made_with():
+    from specviz.drafters.suffix import SHIPPED_CORPUS, read_corpus
+
+    header, documents = read_corpus(SHIPPED_CORPUS)
+    assert header["tokenizer"] and header["prompts"] and len(documents) == header["answers"]
+    assert sum(map(len, documents)) == header["tokens"]
