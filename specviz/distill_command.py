@@ -75,6 +75,7 @@ def add_head_arguments(p) -> None:
     g.add_argument("--ttt-steps", type=int, default=d.ttt_steps, help=f"training-time-test steps (default {d.ttt_steps})")
     g.add_argument("--feature-weight", type=float, default=d.feature_weight,
                    help=f"weight of the feature regression (default {d.feature_weight:g})")
+    g.add_argument("--seq-len", type=int, default=d.seq_len, help=f"tokens kept per text (default {d.seq_len})")
     g.add_argument("--validate-every", type=int, default=d.validate_every,
                    help="steps between agreement checks on the target's answers to the EVAL prompts (default 0: none)")
     g.add_argument("--patience", type=int, default=d.patience,
@@ -88,7 +89,7 @@ def head_config_from_args(args) -> HeadConfig:
                                ("max_new_tokens", args.max_new_tokens)) if v is not None}
     return HeadConfig(target=args.target, name=args.name, vocab=args.vocab, samples=args.samples,
                       answer_minutes=args.data_minutes, max_prompts=args.max_prompts, written=args.written, document_tokens=args.document_tokens, positions=args.positions,
-                      validate_every=args.validate_every, patience=args.patience,
+                      validate_every=args.validate_every, patience=args.patience, seq_len=args.seq_len,
                       ttt_steps=args.ttt_steps, feature_weight=args.feature_weight, seed=args.seed, out=args.out,
                       work=args.work, device=args.device, resume=args.resume, **given)
 

@@ -148,6 +148,7 @@ def head_card(info, evaluation: dict | None, command: str, name: str) -> str:
         f"{cfg['warmup']} warm-up steps then cosine decay; {tr['minutes']:.1f} min on {tr['device']} (torch {tr['torch']})",
         f"- final loss {tr['final_loss']:.3f}; argmax q = argmax p on {tr['final_agreement']:.1%} of training positions at "
         "the first draft step (mean of the last 20 steps)",
+        *checks_section(tr, cfg),
         "",
         f"Made by: `{command}`",
     ]
@@ -162,3 +163,26 @@ def head_card(info, evaluation: dict | None, command: str, name: str) -> str:
                 lines.append(f"| {drafter} | {f['alpha']:.3f} | {f['mean_accepted_tokens']:.2f} | {f['c']:.3f} | "
                              f"{f['speedup']:.2f}x | {f['median_speedup']:.2f}x | {f['identical']}/{f['prompts']} |")
     return "\n".join(lines) + "\n"
+
+
+def checks_section(trained: dict, cfg: dict) -> list[str]:
+    """The held-out checks of a head's training: when it stopped, and agreement by positions seen (the data curve)."""
+    checks = trained.get("checks") or []
+    if not checks:
+        return []
+    best = max(checks, key=lambda c: c.get("score", float("-inf")))
+    lines = [
+        f"- every {cfg['validate_every']} steps, agreement on the target's greedy answers to the EVAL prompts (offline "
+        "greedy acceptance by draft position, `specviz.training.agreement`); the saved weights are the best check's, "
+        f"at step {best['step']} (α {best.get('alpha_1', float('nan')):.3f} · {best.get('alpha_2', float('nan')):.3f} · "
+        f"{best.get('alpha_3', float('nan')):.3f})"
+        + (f"; training stopped after {cfg['patience']} checks without a better one" if cfg.get("patience")
+           and trained["steps"] < cfg["steps"] else ""),
+        "",
+        "| step | answer positions trained on so far (repeats counted) | α at 1 | α at 2 | α at 3 |",
+        "| ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for c in checks:
+        lines.append(f"| {c['step']} | {int(c.get('positions', 0)):,} | {c.get('alpha_1', float('nan')):.3f} | "
+                     f"{c.get('alpha_2', float('nan')):.3f} | {c.get('alpha_3', float('nan')):.3f} |")
+    return lines

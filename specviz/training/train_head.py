@@ -325,8 +325,11 @@ def train(cfg: HeadConfig, target: LoadedModel, data: HeadData, vocab: list[int]
     groups = [{"params": decay, "weight_decay": cfg.weight_decay, "scale": 1.0},
               {"params": [p for p in head.parameters() if p.ndim < 2], "weight_decay": 0.0, "scale": 1.0}]
 
+    seen = [0]  # answer positions trained on so far (this run), for the data curve of the checks
+
     def step_loss(step: int):
         batch = make_batch(data.features, batch_indices(step, cfg.batch_size, n, cfg.seed), cfg.seq_len, device)
+        seen[0] += int(batch.mask.sum())
         return head_loss(head, rows, embedding, batch, cfg, device)
 
     vocab_ids = torch.tensor(vocab, device=device)
@@ -334,7 +337,7 @@ def train(cfg: HeadConfig, target: LoadedModel, data: HeadData, vocab: list[int]
     def validate() -> dict:
         alphas = agreement(head, held, embedding, rows, vocab_ids, steps=3)
         # the score: expected drafts kept per round of three, α1 + α1·α2 + α1·α2·α3
-        return {"score": alphas[0] * (1 + alphas[1] * (1 + alphas[2])),
+        return {"score": alphas[0] * (1 + alphas[1] * (1 + alphas[2])), "positions": seen[0],
                 **{f"alpha_{s}": a for s, a in enumerate(alphas, start=1)}}
 
     schedule = Schedule(cfg.steps, cfg.lr, cfg.warmup, cfg.checkpoint_every,
@@ -438,7 +441,7 @@ def command_for(config: dict) -> str:
              "answer_minutes": "--data-minutes", "max_prompts": "--max-prompts", "written": "--written",
              "document_tokens": "--document-tokens", "positions": "--positions", "steps": "--steps", "batch_size": "--batch-size", "lr": "--lr",
              "ttt_steps": "--ttt-steps", "feature_weight": "--feature-weight", "seed": "--seed",
-             "validate_every": "--validate-every", "patience": "--patience"}
+             "validate_every": "--validate-every", "patience": "--patience", "seq_len": "--seq-len"}
     default = asdict(HeadConfig())
     parts = [f"{flag} {config[key]:g}" if isinstance(config[key], float) else f"{flag} {config[key]}"
              for key, flag in flags.items() if key in config and config[key] != default[key]]
