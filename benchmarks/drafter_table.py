@@ -2,8 +2,10 @@
 
     python benchmarks/drafter_table.py benchmarks/results/eval84-t128-g6-auto.jsonl
 
-Columns: prompts; α at draft positions 1, 2 and 3 (kept / reached, pooled over the workload's prompts:
-the chance a draft at that position is kept once the drafts before it were); tokens per round (mean
+Columns: prompts; α at draft positions 1, 2 and 3 (kept / drafted there, pooled over the workload's prompts,
+as bench's position_reached and position_accepted count them: a token drafted at position 2 counts as
+drafted whether or not position 1 was kept, so from position 2 on this is the chance that the draft and
+every one before it were kept, not the conditional α of the theory); tokens per round (mean
 over prompts); c (draft seconds per drafted token over a target step) and v (a verification forward in
 target steps), means over prompts; the measured speedup, mean and lowest; and how many outputs were
 identical to the target alone's.

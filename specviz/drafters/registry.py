@@ -73,7 +73,7 @@ def _suffix_drafter(spec: Spec, target: LoadedModel, load) -> Drafter:
     return SuffixDrafter("suffix", corpus_for(target.tokenizer), never=template_tokens(target.tokenizer))
 
 
-AUTO_HEAD = "smol-head-8k"  # the head `auto` weighs against suffix drafting unless auto:NAME names another
+AUTO_HEAD = "smol-head-v2"  # the head `auto` weighs against suffix drafting unless auto:NAME names another
 
 
 def _auto_drafter(spec: Spec, target: LoadedModel, load) -> Drafter:

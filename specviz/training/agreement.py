@@ -52,11 +52,13 @@ def eval_answers(target: LoadedModel, work: Path, slug: str, max_new_tokens: int
 @torch.no_grad()
 def agreement(head: DraftHead, held: HeldOut, embedding: torch.Tensor, rows: torch.Tensor, vocab_ids: torch.Tensor,
               steps: int = 3, batch: int = 16) -> list[float]:
-    """P(the head's top draft = the target's token | the drafts before it were kept), at draft positions 1..steps.
+    """P(the head's top draft = the target's token | the drafts before it were right), at draft positions 1..steps.
 
     rows: the target's output head on the draft vocabulary [N, H]; vocab_ids: those N target ids.
     Pair j = (f_j, e(x_{j+1})) drafts x_{j+2} at position 1; the chain that started at pair j-s+1 drafts
-    it at position s. Every answer token is counted (the first one is drafted from the prompt's last pair).
+    it at position s, and counts there only when its drafts at positions 1..s-1 were the target's tokens (the
+    unroll reads the true tokens, as a run reads the kept drafts). Every answer token is counted (the first one
+    is drafted from the prompt's last pair).
     """
     from .train_head import unrolled_features  # the training unroll: both read the same attention pattern
 
@@ -75,11 +77,15 @@ def agreement(head: DraftHead, held: HeldOut, embedding: torch.Tensor, rows: tor
         j = torch.arange(length - 1, device=device)
         for b, i in enumerate(chunk):
             n, first = len(data.tokens[i]), data.answer_from[i]
+            kept_before = None  # [L-1]: the chain ending at pair j had every draft before this step right
             for s, pred in enumerate(predicted):
-                keep = (j + 2 <= n - 1) & (j + 2 >= first) & (j >= s)  # x_{j+2} is an answer token; the chain fits
-                if keep.any():
-                    guess = vocab_ids[(pred[b][keep] @ rows.T).argmax(-1)]
-                    hits[s] += int((guess == tokens[b][j[keep] + 2]).sum())
-                    counts[s] += int(keep.sum())
+                right = vocab_ids[(pred[b] @ rows.T).argmax(-1)] == F.pad(tokens[b, 2:], (0, 1), value=-1)
+                # pair j drafts x_{j+2} at step s (0-based) of the chain that started at pair j - s
+                valid = (j + 2 <= n - 1) & (j + 2 >= first) & (j >= s)
+                if kept_before is not None:
+                    valid &= F.pad(kept_before[:-1], (1, 0), value=False)  # step s-1 of that chain, at pair j-1
+                hits[s] += int((right & valid).sum())
+                counts[s] += int(valid.sum())
+                kept_before = right & valid
     head.train(was_training)
     return [h / max(1, c) for h, c in zip(hits, counts)]

@@ -132,8 +132,10 @@ def head_card(info, evaluation: dict | None, command: str, name: str) -> str:
         "",
         f"- the target's answers to {a['prompts']} TRAIN prompts: {a['sequences']} sequences (greedy and {a['samples']} "
         f"sampled at temperature {a['temperature']:g}, at most {a['max_new_tokens']} tokens), {a['tokens']:,} tokens, "
-        f"generated in {a['minutes']:.1f} min" + (" (bf16 copy of the target)" if cfg.get("bf16_answers") else ""),
-        f"- prompts the target wrote for itself: {w['prompts']} answers, {w['tokens']:,} tokens ({w['minutes']:.1f} min)",
+        f"generated in {a['minutes']:.1f} min" + (f" ({a['dtype']})" if a.get("dtype")
+                                                      else " (bf16 copy of the target)" if cfg.get("bf16_answers") else ""),
+        f"- prompts the target wrote for itself (from TRAIN examples, never an EVAL prompt): {w['prompts']} answers, "
+        f"{w['tokens']:,} tokens ({w['minutes']:.1f} min)",
         f"- local documents read by the target (Python's language reference topics and standard-library code, as chat "
         f"answers): {d['texts']} chunks, {d['tokens']:,} tokens",
         f"- {data['trained_positions']:,} trained positions ({data['positions']:,} read); the target's features "

@@ -33,7 +33,7 @@ from ..errors import ConfigError, SpecVizError
 from ..models import SHIPPED_DRAFTS, LoadedModel, load_model
 from . import store
 from .agreement import HeldOut, agreement, eval_answers
-from .answers import Dataset, fast_autocast, generate_data, train_prompts
+from .answers import Dataset, bf16_ok, fast_autocast, generate_data, train_prompts
 from .features import Features, capture, load_features, shard_names
 from .loop import Schedule, Training, batch_indices, train_loop
 from .texts import answer_texts, document_texts, written_prompts
@@ -157,7 +157,8 @@ def collect(cfg: HeadConfig, target: LoadedModel, progress: bool = True,
         features = subset(features, cfg.positions, cfg.seed)
         counts = Counter(t for toks, start in zip(features.tokens, features.answer_from) for t in toks[start:].tolist())
     summary = {
-        "answers": {"prompts": len({s.prompt_id for s in answers.sequences}), "sequences": len(answers.sequences),
+        "answers": {"dtype": "bf16" if cfg.bf16_answers and bf16_ok(target.device) else "fp32",
+                    "prompts": len({s.prompt_id for s in answers.sequences}), "sequences": len(answers.sequences),
                     "tokens": answers.answer_tokens, "samples": cfg.samples, "temperature": cfg.temperature,
                     "max_new_tokens": cfg.max_new_tokens, "minutes": answers.seconds / 60},
         "written": {"prompts": len(own.sequences) if own else 0, "tokens": own.answer_tokens if own else 0,
