@@ -79,7 +79,7 @@ def replay(drafter: Drafter, prompt_ids: list[int], answer: list[int], settings:
 def _kept(drafted: list[int], parents: list[int] | None, truth: list[int]) -> list[int]:
     """Indices of the drafts kept: a chain's prefix equal to `truth`, or a tree's branch that follows it."""
     kept, node = [], -1
-    for depth, token in enumerate(truth[:-1] if len(truth) > 1 else []):
+    for token in truth[:-1]:  # the last answer token always comes from the target
         children = [i for i in range(len(drafted))
                     if (parents[i] if parents is not None else i - 1) == node and drafted[i] == token]
         if not children:

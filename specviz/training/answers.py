@@ -111,7 +111,6 @@ def _cpu_bf16_faster() -> bool:
     EPYC bf16 wrote answers 1.6x faster than fp32, on an Intel Xeon without AMX it wrote them at
     0.7x the fp32 speed, and captured features at 0.6x.
     """
-    import time
 
     def seconds(dtype) -> float:
         x, w = torch.randn(48, 576, dtype=dtype), torch.randn(1536, 576, dtype=dtype)
