@@ -14,7 +14,7 @@ of every term and each round takes the option with the most expected tokens per 
   positions do.
 - c_s: the seconds each source took per drafted token, measured here around its own `propose`.
 - v(n): the seconds of verification forwards, on a line fitted through the sizes n it has seen,
-  over those of a plain step (n = 0).
+  over those of a plain step (n = 0) (`costs.Costs`); the suffix drafter cuts its own draft by it.
 
 The suffix drafter proposes first (it costs microseconds and its draft ends where its confidence
 does); the head is asked only when it could win. Whatever is chosen, the target verifies it with
@@ -23,16 +23,13 @@ the usual rule, so the output is the target's own: choosing among drafters chang
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
-import torch
-
 from .base import Drafter, Proposal
+from .costs import DECAY, Clock, Costs
 from .head import HeadDrafter
 from .suffix import SuffixDrafter
 
-DECAY = 0.95  # weight left on an old observation after each new one (about the last 20 rounds count)
 PRIOR = 1.0  # pseudo-observations of the starting α = 1/2 at each position
 
 
@@ -66,59 +63,6 @@ class Acceptance:
             self.kept[i] = self.kept[i] * DECAY + (1.0 if i < accepted else 0.0)
 
 
-@dataclass
-class Costs:
-    """Running seconds: each source's drafting per token, and verification forwards by drafts verified."""
-
-    draft: dict[str, float] = field(default_factory=dict)  # source -> seconds per drafted token
-    forward: dict[int, float] = field(default_factory=dict)  # n drafts -> seconds of the forward over 1 + n tokens
-
-    def observe_draft(self, source: str, seconds: float, tokens: int) -> None:
-        if tokens:
-            self.draft[source] = _mix(self.draft.get(source), seconds / tokens)
-
-    def observe_forward(self, n: int, seconds: float) -> None:
-        old = self.forward.get(n)
-        if old is not None:  # one stalled forward (another process, a page fault) counts as at most twice the usual
-            seconds = min(seconds, 2 * old)
-        self.forward[n] = _mix(old, seconds)
-
-    def step(self) -> float | None:
-        """Seconds of one target step (a forward over one token), measured or read off the line."""
-        if 0 in self.forward:
-            return self.forward[0]
-        line = self._line()
-        return line[0] if line else None
-
-    def v(self, n: int) -> float:
-        """v(n): a verification forward over 1 + n tokens in target steps, off the line through the sizes seen
-        (1 until anything is measured). A line rather than each size's own average: rising in n, and steady."""
-        step, line = self.step(), self._line()
-        if not step or not line:
-            return 1.0
-        a, b = line
-        return max((a + b * n) / step, 1.0)
-
-    def c(self, source: str) -> float:
-        step = self.step()
-        return self.draft.get(source, 0.0) / step if step else 0.0
-
-    def _line(self) -> tuple[float, float] | None:
-        """seconds ≈ a + b·n by least squares over the sizes seen (flat through one size)."""
-        if not self.forward:
-            return None
-        ns = list(self.forward)
-        mean_n = sum(ns) / len(ns)
-        mean_s = sum(self.forward.values()) / len(ns)
-        spread = sum((n - mean_n) ** 2 for n in ns)
-        b = max(sum((n - mean_n) * (self.forward[n] - mean_s) for n in ns) / spread, 0.0) if spread else 0.0
-        return mean_s - b * mean_n, b
-
-
-def _mix(old: float | None, new: float) -> float:
-    return new if old is None else DECAY * old + (1 - DECAY) * new
-
-
 @dataclass(frozen=True)
 class Choice:
     source: str  # "suffix", the head's name, or "none"
@@ -140,8 +84,8 @@ class AutoDrafter(Drafter):
         self.choice: Choice | None = None
         self.copied = [PRIOR, PRIOR]  # tokens the suffix drafter got kept, and those its confidence promised (decaying sums)
         self.depth = 0  # how deep this round's proposal reaches
-        self.verify_started = 0.0
-        self.sync = None
+        self.clock = Clock()
+        suffix.verify_cost = lambda n: self.costs.v(n)  # the suffix drafter cuts its draft by the costs measured here
 
     def start(self, prompt_ids, settings, hidden=None):
         super().start(prompt_ids, settings)
@@ -149,8 +93,8 @@ class AutoDrafter(Drafter):
         if self.head is not None:
             self.head.start(prompt_ids, settings, hidden)
         self.acceptance = {self.head.name: Acceptance()} if self.head else {}
-        self.costs, self.choice, self.copied = Costs(), None, [PRIOR, PRIOR]
-        self.sync = torch.cuda.synchronize if prompt_ids.device.type == "cuda" else None
+        self.costs, self.choice, self.copied = Costs(prior_slope=self.suffix.prior_slope), None, [PRIOR, PRIOR]
+        self.clock = Clock(prompt_ids.device)
 
     def draft(self, context, k, sampling, generator) -> Proposal:
         copied, seconds = self._timed(self.suffix, context, k, sampling, generator)
@@ -173,11 +117,11 @@ class AutoDrafter(Drafter):
             self.costs.observe_draft(best.source, seconds, _depth(proposal))
         self.choice, self.depth = best, _depth(proposal)
         proposal.source, proposal.why = best.source, self._explain(best, options)
-        self.verify_started = self._now()
+        self.clock.start()
         return proposal
 
     def feedback(self, kept, hidden=None):
-        seconds = self._now() - self.verify_started
+        seconds = self.clock.seconds()
         super().feedback(kept)
         self.costs.observe_forward(self.drafted, seconds)
         if self.choice and self.choice.source == "suffix":
@@ -218,14 +162,9 @@ class AutoDrafter(Drafter):
         return f"{chosen}{match}" + (f"; against {rivals}" if rivals else "")
 
     def _timed(self, drafter: Drafter, context, k, sampling, generator) -> tuple[Proposal, float]:
-        t0 = self._now()
+        t0 = self.clock.now()
         proposal = drafter.propose(context, k, sampling, generator)
-        return proposal, self._now() - t0
-
-    def _now(self) -> float:
-        if self.sync:
-            self.sync()
-        return time.perf_counter()
+        return proposal, self.clock.now() - t0
 
 
 def _depth(proposal: Proposal) -> int:

@@ -1,14 +1,19 @@
-"""Suffix drafting (SuffixDecoding-style): continue what followed the same words before, as often as it did.
+"""Suffix drafting (SuffixDecoding-style): continue what followed the same words before, when it pays.
 
 Two sources answer "which tokens followed this context's suffix, how often": the prompt and the
 answer so far (`LocalIndex`), and the target's own earlier answers (`SuffixCorpus`: the shipped
 answers to the training prompts, then every run this process completes, within a token bound).
-From the longer match of the two, the drafter walks forward best first. Each node's confidence is
-its parent's times the continuation's share of what followed, count / (total + 1/depth): a long
-match seen once is trusted more than a one-token match seen once. Nodes below MIN_CONFIDENCE are
-not drafted, so the draft length is set each round by how sure the match is, up to γ (or the tree
-budget). No model runs: drafting costs tens of microseconds, and q is one-hot, so verification
-stays exact.
+
+Each round the drafter grows one tree from both matches, best first. A candidate's chance of being
+reached and kept is its parent's times the chance that the target keeps it once its parent was
+kept: `acceptance`, a logistic fit by source of the match's length, the continuation's share of what
+followed, how often the pattern was seen and the other source's share for it (fitted on the TRAIN prompts' answers by
+benchmarks/fit_suffix_acceptance.py; raw shares promised 0.5 where 0.1 was kept). Where both
+sources offer the same token, the surer one counts. The draft is then cut where the expected tokens
+per target step peak: (1 + the drafted chances summed) / v(n), with v(n) the verification cost
+measured during the run (`costs.Costs`). So the draft length is set each round by how sure the
+match is and what this machine charges for each drafted token, up to γ deep (or the tree budget).
+No model runs: drafting costs tens of microseconds, and q is one-hot, so verification stays exact.
 """
 
 from __future__ import annotations
@@ -17,30 +22,58 @@ import functools
 import hashlib
 import heapq
 import json
+import math
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
 from ..config import Sampling
 from .base import Drafter, Proposal
-from .suffix_index import LocalIndex, SuffixCorpus
+from .costs import Clock, Costs
+from .suffix_index import LocalIndex, Match, SuffixCorpus
 
-MIN_CONFIDENCE = 0.2  # a node is drafted only while its estimated chance of being reached and kept stays above this (chosen on TRAIN by replay: benchmarks/replay_drafters.py)
+MIN_CONFIDENCE = 0.02  # candidates less likely than this to be reached and kept are not even considered
 LOCAL_DEPTH = 8  # longest context suffix looked up in the prompt and answer
 CORPUS_DEPTH = 16  # ... and in the corpus of earlier answers
 CORPUS_TOKENS = 2_000_000  # the corpus keeps at most this many tokens (16 bytes each), oldest runs dropped first
+PRIOR_SLOPE = 0.04  # v(n) = 1 + 0.04 n until the run has timed two draft sizes (CPUs measured 0.03–0.05 per token)
 SHIPPED_CORPUS = Path(__file__).resolve().parents[2] / "assets" / "suffix" / "answers.safetensors"
+LOCAL, CORPUS = "prompt and answer", "earlier answers"
+# P(kept | parent kept) = σ(w · features) by source (`features`), fitted by benchmarks/fit_suffix_acceptance.py
+# on the TRAIN prompts' answers (benchmarks/results/suffix-acceptance-fit.md).
+ACCEPTANCE = {LOCAL: (-4.605, 0.078, 3.541, 0.862, 1.130, 1.984, 0.339),
+              CORPUS: (-5.379, 0.471, 3.026, 0.234, 0.251, 4.299, 1.317)}
+
+
+def features(depth: int, count: int, seen: int, other_share: float | None) -> list[float]:
+    """[1, ln depth, share, ln seen, share · ln depth, other's share, other has no match]: depth is the matched
+    pattern's length, share = count / seen the continuation's share of what followed it, and other_share the
+    other source's share for the same token (None: the other source has no match)."""
+    share, log_depth = count / seen, math.log(depth)
+    return [1.0, log_depth, share, math.log(seen), share * log_depth, other_share or 0.0, float(other_share is None)]
+
+
+def acceptance(source: str, depth: int, count: int, seen: int, other_share: float | None) -> float:
+    """The chance the target keeps this continuation once the tokens before it were kept (see the module)."""
+    z = sum(w * x for w, x in zip(ACCEPTANCE[source], features(depth, count, seen, other_share)))
+    return 1 / (1 + math.exp(-z))
 
 
 class SuffixDrafter(Drafter):
     kind = "suffix"
 
     def __init__(self, name: str = "suffix", corpus: SuffixCorpus | None = None, min_confidence: float = MIN_CONFIDENCE,
-                 never: frozenset[int] = frozenset()):
+                 never: frozenset[int] = frozenset(), verify_cost: Callable[[int], float] | None = None,
+                 prior_slope: float = PRIOR_SLOPE):
         super().__init__(name)
         self.corpus = corpus
         self.min_confidence = min_confidence
         self.never = never  # tokens never drafted: the chat template's markers, which a prompt has but an answer does not
+        self.verify_cost = verify_cost  # v(n) given (a replay, or `auto`'s measurement); None: timed here
+        self.prior_slope = prior_slope
+        self.costs = Costs(prior_slope=prior_slope)
+        self.clock = Clock()
         self.local = LocalIndex(LOCAL_DEPTH)
         self.key: int | None = None  # the prompt's, so that this prompt never drafts from its own earlier answer
         self.why = ""  # the last round's source and match, for the Rounds timeline
@@ -50,6 +83,7 @@ class SuffixDrafter(Drafter):
         super().start(prompt_ids, settings)
         self.local = LocalIndex(LOCAL_DEPTH)
         self.key = hash(tuple(prompt_ids[0].tolist())) & (2**62 - 1)
+        self.costs, self.clock = Costs(prior_slope=self.prior_slope), Clock(prompt_ids.device)
 
     def draft(self, context, k, sampling: Sampling, generator) -> Proposal:
         self.local.extend(context[0, len(self.local.tokens) :].tolist())
@@ -59,55 +93,88 @@ class SuffixDrafter(Drafter):
         if k > 0:
             tokens, parents = self.best_tree(budget, branching, max_depth=k)
         ids = torch.tensor(tokens, dtype=torch.long, device=context.device)
+        self.clock.start()
         return Proposal(ids, None, parents if self.tree.on and tokens else None)
 
+    def feedback(self, kept, hidden=None):
+        if self.verify_cost is None:
+            self.costs.observe_forward(self.drafted, self.clock.seconds())
+        super().feedback(kept)
+
+    def v(self, n: int) -> float:
+        return self.verify_cost(n) if self.verify_cost is not None else self.costs.v(n)
+
     def best_tree(self, budget: int, branching: int, max_depth: int) -> tuple[list[int], list[int]]:
-        """Up to `budget` nodes, best first by confidence, from the local or the corpus match: whichever tree
-        promises more kept tokens (the sum of its nodes' confidences)."""
+        """Candidates from both matches, best first, up to `budget` nodes, then cut where expected tokens per
+        step peak. Nodes come out most likely first and after their parents, so every cut is a tree."""
         context = self.local.tokens
         local = self.local.longest_match(context)
         found = self.corpus.longest_match(context, exclude=self.key) if self.corpus is not None else None
-        self.confidence = []
-        if local is None and found is None:
-            self.why = "no earlier occurrence of the last token"
-            return [], []
-        best = None
-        for root in (local, found):
-            if root is not None:
-                tree = self._walk(root, budget, branching, max_depth)
-                if best is None or sum(tree[2]) > sum(best[2]):
-                    best, chosen = tree, root
-        tokens, parents, self.confidence = best
-        self.why = (f"{'prompt and answer' if chosen is local else 'earlier answers'}: last {chosen.depth} tokens "
-                    f"seen {chosen.total}×")
-        return tokens, parents
+        tokens, parents, chances, sources = self._grow((local, found), budget, branching, max_depth)
+        n = self._cut(chances)
+        self.confidence = chances[:n]
+        self.why = self._explain(local, found, sources, chances, n)
+        return tokens[:n], parents[:n]
 
-    def _walk(self, root, budget: int, branching: int, max_depth: int) -> tuple[list[int], list[int], list[float]]:
-        """Best-first walk from a match: nodes with their parents and confidences, none below the floor."""
-        tokens, parents, confidence = [], [], []
-        frontier = [(-1.0, 0, -1, root)]  # (-confidence, tie-break, parent node, match to expand)
-        serial = 1
-        while frontier and len(tokens) < budget:
-            reach, _, parent, match = heapq.heappop(frontier)
-            depth = _depth(parents, parent) + 1
-            if depth > max_depth:
-                continue
-            counts = match.counts()
-            total = sum(counts.values()) + 1 / match.depth
-            for token, count in counts.most_common(branching):
-                if token in self.never:
+    def _grow(self, root: tuple[Match | None, Match | None], budget: int, branching: int, max_depth: int):
+        tokens, parents, chances, sources, depths = [], [], [], [], []
+        frontier: list = []
+        serial = 0
+
+        def offer(parent: int, reach: float, matches: tuple[Match | None, Match | None]) -> None:
+            nonlocal serial
+            best: dict[int, tuple[float, str]] = {}
+            counts = [match.counts() if match is not None else None for match in matches]
+            for i, (source, match) in enumerate(zip((LOCAL, CORPUS), matches)):
+                if match is None:
                     continue
-                share = -reach * count / total
-                if share < self.min_confidence or len(tokens) >= budget:
-                    break
-                tokens.append(token)
-                parents.append(parent)
-                confidence.append(share)
-                child = match.follow(token)
-                if child is not None:
-                    heapq.heappush(frontier, (-share, serial, len(tokens) - 1, child))
+                own, other = counts[i], counts[1 - i]
+                seen = sum(own.values())
+                for token, count in own.most_common(branching + len(self.never)):
+                    if token not in self.never:
+                        other_share = other[token] / sum(other.values()) if other else None
+                        chance = reach * acceptance(source, match.depth, count, seen, other_share)
+                        if chance > best.get(token, (0.0, ""))[0]:
+                            best[token] = (chance, source)
+            for token, (chance, source) in sorted(best.items(), key=lambda kv: -kv[1][0])[:branching]:
+                if chance >= self.min_confidence:
+                    heapq.heappush(frontier, (-chance, serial, parent, token, source, matches))
                     serial += 1
-        return tokens, parents, confidence
+
+        offer(-1, 1.0, root)
+        while frontier and len(tokens) < budget:
+            chance, _, parent, token, source, (local, found) = heapq.heappop(frontier)
+            depth = depths[parent] + 1 if parent >= 0 else 1
+            tokens.append(token)
+            parents.append(parent)
+            chances.append(-chance)
+            sources.append(source)
+            depths.append(depth)
+            if depth < max_depth:
+                offer(len(tokens) - 1, -chance, (local.follow(token) if local else None, found.follow(token) if found else None))
+        return tokens, parents, chances, sources
+
+    def _cut(self, chances: list[float]) -> int:
+        """How many of the best-first nodes to draft: the n with the most expected tokens per target step."""
+        best_n, best_rate, expected = 0, 1 / self.v(0), 1.0
+        for n, chance in enumerate(chances, start=1):
+            expected += chance
+            rate = expected / self.v(n)
+            if rate > best_rate:
+                best_n, best_rate = n, rate
+        return best_n
+
+    def _explain(self, local, found, sources, chances, n) -> str:
+        if local is None and found is None:
+            return "no earlier occurrence of the last token"
+        if not chances:
+            return "nothing followed the match often enough"
+        source = sources[0]
+        match = local if source == LOCAL else found
+        head = f"{source}: last {match.depth} tokens seen {match.total}×"
+        if n == 0:
+            return f"{head}; best guess {chances[0]:.0%} likely kept, not worth v(1) = {self.v(1):.2f} steps"
+        return f"{head}; {n} drafted, {sum(chances[:n]):.1f} expected kept, v({n}) = {self.v(n):.2f} steps"
 
     def finish(self, output_ids: list[int]) -> None:
         """A finished run's answer joins the corpus that runs of other prompts draft from."""

@@ -6,7 +6,9 @@ replayed from that answer: draft after the committed tokens, keep the longest pr
 longest branch) that equals the answer's next tokens, then add the answer's next token, as the
 target would. Tokens per round and α by draft position come out exactly as a real run gives them,
 in microseconds per round, so a drafter's settings can be compared on hundreds of answers in
-seconds. What a round costs in time is not replayed: that takes the target (`lab.measure`).
+seconds. What a round costs in time is not replayed: that takes the target (`lab.measure`). Given a
+measured v(N) (`lab.verify_cost`), `steps(v)` prices the rounds replayed: each one a forward over
+the nodes it drafted, so settings can be ranked by modelled tokens per target step as well.
 """
 
 from __future__ import annotations
@@ -27,10 +29,19 @@ class Replay:
     accepted: int = 0
     reached: list[int] = field(default_factory=list)  # rounds whose draft reached position i (0-based)
     kept: list[int] = field(default_factory=list)  # ... and kept the token there
+    sizes: dict[int, int] = field(default_factory=dict)  # nodes drafted -> rounds that drafted that many
 
     @property
     def tokens_per_round(self) -> float:
         return self.tokens / max(1, self.rounds)
+
+    def steps(self, v) -> float:
+        """What the rounds cost in target steps, with v(n) the cost of a forward over n drafted nodes (v(0) = 1)."""
+        return sum(rounds * v(n) for n, rounds in self.sizes.items())
+
+    def tokens_per_step(self, v) -> float:
+        """Tokens per target step under v(n): the speedup the rounds would give, drafting time and overhead aside."""
+        return self.tokens / max(self.steps(v), 1e-9)
 
     def alpha_at(self, i: int) -> float:
         return self.kept[i] / self.reached[i] if i < len(self.reached) and self.reached[i] else float("nan")
@@ -40,7 +51,8 @@ class Replay:
         pad = lambda xs: xs + [0] * (width - len(xs))  # noqa: E731
         return Replay(self.rounds + other.rounds, self.tokens + other.tokens, self.drafted + other.drafted,
                       self.accepted + other.accepted, [a + b for a, b in zip(pad(self.reached), pad(other.reached))],
-                      [a + b for a, b in zip(pad(self.kept), pad(other.kept))])
+                      [a + b for a, b in zip(pad(self.kept), pad(other.kept))],
+                      {n: self.sizes.get(n, 0) + other.sizes.get(n, 0) for n in self.sizes.keys() | other.sizes.keys()})
 
 
 def replay(drafter: Drafter, prompt_ids: list[int], answer: list[int], settings: Decoding,
@@ -69,6 +81,7 @@ def replay(drafter: Drafter, prompt_ids: list[int], answer: list[int], settings:
         done += len(emitted)
         out.rounds += 1
         out.drafted += len(drafted)
+        out.sizes[len(drafted)] = out.sizes.get(len(drafted), 0) + 1
         out.accepted += len(kept)
     out.tokens = done
     if learn:

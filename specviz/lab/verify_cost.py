@@ -111,3 +111,16 @@ def load_verify_cost(path: Path = VERIFY_COST_FILE) -> dict | None:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+
+
+def cost_curve(cost: dict, context: int = 128):
+    """v as a function: v(0) = 1, v(N) measured for N = 1 .. max, and beyond it the last measured slope."""
+    steps = at_context(cost, context)["steps"]
+    slope = (steps[-1] - steps[0]) / max(len(steps) - 1, 1)
+
+    def v(n: int) -> float:
+        if n <= 0:
+            return 1.0
+        return steps[n - 1] if n <= len(steps) else steps[-1] + slope * (n - len(steps))
+
+    return v

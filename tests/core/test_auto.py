@@ -8,7 +8,8 @@ import torch
 from specviz.config import Decoding, Sampling, TreeShape
 from specviz.decode import generate
 from specviz.drafters import build_drafter
-from specviz.drafters.auto import DECAY, Acceptance, AutoDrafter, Costs
+from specviz.drafters.auto import Acceptance, AutoDrafter
+from specviz.drafters.costs import DECAY, Costs
 from specviz.drafters.suffix import SuffixDrafter
 from specviz.drafters.suffix_index import SuffixCorpus
 from specviz.errors import ConfigError

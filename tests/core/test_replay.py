@@ -18,15 +18,17 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 @pytest.mark.parametrize("tree", [TreeShape(), TreeShape(budget=6, branching=2)])
 def test_replay_makes_the_rounds_of_a_real_greedy_run(target, tree):
     corpus_run, corpus_replay = SuffixCorpus(), SuffixCorpus()  # each side learns from its own finished runs
+    v = lambda n: 1.0 + 0.05 * n  # noqa: E731  the same verification cost on both sides (a run would time its own)
     kept = drafted = 0
     for prompt in PROMPTS * 2:
         settings = Decoding(gamma=4, max_new_tokens=32, tree=tree)
-        run = generate(target, SuffixDrafter(corpus=corpus_run), prompt, settings)
-        replayed = replay(SuffixDrafter(corpus=corpus_replay), run.prompt_ids, run.output_ids, settings)
+        run = generate(target, SuffixDrafter(corpus=corpus_run, verify_cost=v), prompt, settings)
+        replayed = replay(SuffixDrafter(corpus=corpus_replay, verify_cost=v), run.prompt_ids, run.output_ids, settings)
         assert replayed.rounds == len(run.rounds)
         assert replayed.tokens == len(run.output_ids)
         assert replayed.accepted == sum(r.n_accepted for r in run.rounds)
         assert replayed.drafted == sum(r.tree.size if r.tree else len(r.drafted) for r in run.rounds)
+        assert sum(replayed.sizes.values()) == replayed.rounds and replayed.steps(v) >= replayed.rounds
         kept, drafted = kept + replayed.accepted, drafted + replayed.drafted
     assert drafted > 0 and kept > 0  # rounds with kept and refused drafts were compared (the suffix drafter
     # learns from the first pass over the prompts; the random tiny target never repeats itself for n-gram lookup)

@@ -79,17 +79,48 @@ def drafter_for(tokens_seen: list[list[int]], **kw) -> SuffixDrafter:
     return SuffixDrafter(corpus=SuffixCorpus(tokens_seen), **kw)
 
 
-def test_draft_length_follows_the_confidence_of_the_match(target):
+def test_draft_length_follows_the_confidence_of_the_match_and_the_cost_of_verifying(target):
     import torch
 
     sure = drafter_for([[3, 4, 5, 6, 7, 8, 9, 10]] * 5)
     sure.start(torch.tensor([[1, 2]]), Decoding(gamma=6))
     assert sure.propose(torch.tensor([[1, 2, 3, 4, 5]]), 6, Decoding().sampling, None).ids.tolist() == [6, 7, 8, 9, 10]
-    torn = drafter_for([[3, 4, 5, 6], [3, 4, 5, 7], [3, 4, 5, 8], [3, 4, 5, 9], [3, 4, 5, 10]])
-    torn.start(torch.tensor([[1, 2]]), Decoding(gamma=6))
-    # a 5-way split: each continuation's share, 1 / (5 + 1/3), is under the floor
-    assert torn.propose(torch.tensor([[1, 2, 3, 4, 5]]), 6, Decoding().sampling, None).ids.tolist() == []
     assert "earlier answers" in sure.why
+    split = [[3, 4, 5, 6], [3, 4, 5, 7], [3, 4, 5, 8], [3, 4, 5, 9], [3, 4, 5, 10]]  # a 5-way split after "3 4 5"
+    cheap = drafter_for(split, verify_cost=lambda n: 1.0 + 0.01 * n)
+    dear = drafter_for(split, verify_cost=lambda n: 1.0 + 0.5 * n)
+    for drafter in (cheap, dear):
+        drafter.start(torch.tensor([[1, 2]]), Decoding(gamma=6))
+    assert len(cheap.propose(torch.tensor([[1, 2, 3, 4, 5]]), 6, Decoding().sampling, None).ids) == 1
+    assert dear.propose(torch.tensor([[1, 2, 3, 4, 5]]), 6, Decoding().sampling, None).ids.tolist() == []
+    assert "not worth v(1) = 1.50" in dear.why
+
+
+def test_the_cut_maximises_expected_tokens_per_step():
+    drafter = SuffixDrafter(verify_cost=lambda n: 1.0 + 0.1 * n)
+    chances = [0.9, 0.8, 0.3, 0.05]
+    rates = [(1 + sum(chances[:n])) / (1.0 + 0.1 * n) for n in range(5)]
+    assert drafter._cut(chances) == max(range(5), key=rates.__getitem__) == 3
+    assert SuffixDrafter(verify_cost=lambda n: 1.0 + n)._cut(chances) == 0  # a forward per draft: never worth it
+
+
+def test_acceptance_rises_with_the_match_and_with_agreement():
+    from specviz.drafters.suffix import CORPUS, LOCAL, acceptance
+
+    for source in (LOCAL, CORPUS):
+        assert acceptance(source, 1, 1, 4, None) < acceptance(source, 1, 4, 4, None)  # a larger share
+        assert acceptance(source, 1, 4, 4, None) < acceptance(source, 6, 4, 4, None)  # a longer match
+        assert acceptance(source, 2, 2, 4, 0.0) < acceptance(source, 2, 2, 4, 1.0)  # the other source agrees
+        assert 0 < acceptance(source, 1, 1, 10, 0.0) < acceptance(source, 16, 10, 10, 1.0) < 1
+
+
+def test_verification_cost_is_measured_during_the_run(target):
+    drafter = SuffixDrafter(corpus=SuffixCorpus())
+    generate(target, drafter, PROMPTS[0], Decoding(gamma=4, max_new_tokens=24))
+    assert len(drafter.costs.forward) >= 2 and drafter.costs.step() > 0  # timed forwards of two sizes or more
+    given = SuffixDrafter(corpus=SuffixCorpus(), verify_cost=lambda n: 1.0 + n)
+    generate(target, given, PROMPTS[0], Decoding(gamma=4, max_new_tokens=24))
+    assert not given.costs.forward and given.v(2) == 3.0  # a given v(n) is used as it is
 
 
 def test_chat_template_markers_are_never_drafted(target):

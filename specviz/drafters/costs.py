@@ -1,0 +1,96 @@
+"""What a round costs, measured while the run goes: drafting seconds per token, and v(n) for verification.
+
+A round that drafts n tokens costs v(n) target steps for the forward over the last token and the n
+drafts, plus n·c for drafting them (c = a draft's seconds per token / a target step's seconds).
+Both differ by machine (v(1) was 1.05 on one CPU and 1.5 on another), so drafters that decide how
+much to draft by cost time themselves: `Costs` keeps decaying averages of the seconds seen and reads
+v(n) off a line fitted through the sizes seen; `Clock` times from the end of drafting to the
+verdict (the target's forward and the acceptance check, what a round spends on verification).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+DECAY = 0.95  # weight left on an old observation after each new one (about the last 20 rounds count)
+
+
+@dataclass
+class Costs:
+    """Running seconds: each source's drafting per token, and verification forwards by drafts verified.
+
+    prior_slope: v(n) = 1 + prior_slope·n until two sizes have been measured (a line needs two).
+    """
+
+    draft: dict[str, float] = field(default_factory=dict)  # source -> seconds per drafted token
+    forward: dict[int, float] = field(default_factory=dict)  # n drafts -> seconds of the forward over 1 + n tokens
+    prior_slope: float = 0.0
+
+    def observe_draft(self, source: str, seconds: float, tokens: int) -> None:
+        if tokens:
+            self.draft[source] = _mix(self.draft.get(source), seconds / tokens)
+
+    def observe_forward(self, n: int, seconds: float) -> None:
+        old = self.forward.get(n)
+        if old is not None:  # one stalled forward (another process, a page fault) counts as at most twice the usual
+            seconds = min(seconds, 2 * old)
+        self.forward[n] = _mix(old, seconds)
+
+    def step(self) -> float | None:
+        """Seconds of one target step (a forward over one token), measured or read off the line."""
+        if 0 in self.forward:
+            return self.forward[0]
+        line = self._line()
+        return line[0] if line else None
+
+    def v(self, n: int) -> float:
+        """v(n): a verification forward over 1 + n tokens in target steps, off the line through the sizes seen
+        (the prior until two sizes are measured). A line rather than each size's own average: rising in n, and steady."""
+        if len(self.forward) < 2:
+            return 1.0 + self.prior_slope * n
+        step, line = self.step(), self._line()
+        if not step or not line:
+            return 1.0
+        a, b = line
+        return max((a + b * n) / step, 1.0)
+
+    def c(self, source: str) -> float:
+        step = self.step()
+        return self.draft.get(source, 0.0) / step if step else 0.0
+
+    def _line(self) -> tuple[float, float] | None:
+        """seconds ≈ a + b·n by least squares over the sizes seen (flat through one size)."""
+        if not self.forward:
+            return None
+        ns = list(self.forward)
+        mean_n = sum(ns) / len(ns)
+        mean_s = sum(self.forward.values()) / len(ns)
+        spread = sum((n - mean_n) ** 2 for n in ns)
+        b = max(sum((n - mean_n) * (self.forward[n] - mean_s) for n in ns) / spread, 0.0) if spread else 0.0
+        return mean_s - b * mean_n, b
+
+
+def _mix(old: float | None, new: float) -> float:
+    return new if old is None else DECAY * old + (1 - DECAY) * new
+
+
+class Clock:
+    """perf_counter, after the device's queued work has finished (on CUDA a kernel launch returns at once)."""
+
+    def __init__(self, device: torch.device | str = "cpu"):
+        self.sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else None
+        self.started = 0.0
+
+    def now(self) -> float:
+        if self.sync:
+            self.sync()
+        return time.perf_counter()
+
+    def start(self) -> None:
+        self.started = self.now()
+
+    def seconds(self) -> float:
+        return self.now() - self.started
