@@ -2,7 +2,10 @@
 
 In greedy decoding the output is the target's own answer whatever is drafted, so each round of a
 drafter that reads only tokens can be replayed from that answer (specviz.lab.replay). This compares
-the n-gram drafter and suffix drafters over several corpora and confidence floors, by workload:
+the n-gram drafter and the suffix drafter over several corpora, as a chain and as a tree, by
+workload: tokens per round, and tokens per target step with each round priced by a measured v(n)
+(`--verify-cost`, a file written by `python -m specviz verify-cost`; the suffix drafter cuts its
+drafts by the same v(n), as it does by the v(n) it times in a real run):
 
 - TRAIN prompts: the greedy answers of the head's data (artifacts/heads). A prompt's own answers
   never serve it: the corpus there is built in folds that leave the prompt's fold out.
@@ -12,7 +15,9 @@ the n-gram drafter and suffix drafters over several corpora and confidence floor
 Settings are chosen on TRAIN; EVAL is the check. The corpora stay fixed here (a server's corpus also
 learns from every run it completes, which `bench` includes and this leaves out). Run after `scripts/make_suffix_corpus.py`:
 
-    python benchmarks/replay_drafters.py --samples 3 --written 70 --gamma 6 --max-new-tokens 128
+    python -m specviz verify-cost --max-nodes 16 --context 128,384 --out artifacts/verify-cost.json
+    python benchmarks/replay_drafters.py --samples 3 --written 70 --gamma 6 --max-new-tokens 128 \
+        --verify-cost artifacts/verify-cost.json
 """
 
 from __future__ import annotations
@@ -26,30 +31,17 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from specviz.config import Decoding  # noqa: E402
+from specviz.config import Decoding, TreeShape  # noqa: E402
 from specviz.drafters.ngram import NgramDrafter  # noqa: E402
-from specviz.drafters.suffix import (CORPUS_DEPTH, MIN_CONFIDENCE, SHIPPED_CORPUS, SuffixDrafter,  # noqa: E402
-                                     read_corpus, template_tokens)
+from specviz.drafters.suffix import CORPUS_DEPTH, SHIPPED_CORPUS, SuffixDrafter, read_corpus, template_tokens  # noqa: E402
 from specviz.drafters.suffix_index import SuffixCorpus  # noqa: E402
 from specviz.lab.replay import Replay, replay  # noqa: E402
+from specviz.lab.verify_cost import VERIFY_COST_FILE, cost_curve, load_verify_cost  # noqa: E402
 from specviz.models import load_model  # noqa: E402
 from specviz.training.agreement import eval_answers  # noqa: E402
 from specviz.training.train_head import HeadConfig, own_answers  # noqa: E402
 
 FOLDS = 4
-
-
-class LongerMatch(SuffixDrafter):
-    """The earlier rule, for comparison: draft from whichever match is longer, the local or the corpus one."""
-
-    def best_tree(self, budget, branching, max_depth):
-        local = self.local.longest_match(self.local.tokens)
-        found = self.corpus.longest_match(self.local.tokens, exclude=self.key) if self.corpus is not None else None
-        root = max((m for m in (local, found) if m is not None), key=lambda m: m.depth, default=None)
-        if root is None:
-            return [], []
-        tokens, parents, self.confidence = self._walk(root, budget, branching, max_depth)
-        return tokens, parents
 
 
 def corpus_of(documents: list[list[int]]) -> SuffixCorpus:
@@ -60,18 +52,20 @@ def corpus_of(documents: list[list[int]]) -> SuffixCorpus:
     return corpus
 
 
-def table(title: str, results: dict[str, dict[str, Replay]]) -> str:
+def table(title: str, results: dict[str, dict[str, Replay]], v) -> str:
+    """Per workload: tokens per target step under v(n) (tokens per round after the slash)."""
     workloads = sorted({w for by in results.values() for w in by})
-    lines = [f"**{title}** (tokens per round; α at positions 1 · 2 · 3 over all)", "",
-             "| drafter | " + " | ".join(workloads) + " | all | α 1 · 2 · 3 |",
+    lines = [f"**{title}** (tokens per target step under v(n) / tokens per round; α at positions 1 · 2 · 3 over all)",
+             "", "| drafter | " + " | ".join(workloads) + " | all | α 1 · 2 · 3 |",
              "| --- | " + " | ".join("---:" for _ in workloads) + " | ---: | --- |"]
     for name, by in results.items():
         total = Replay()
         for r in by.values():
             total = total.add(r)
         alphas = " · ".join(f"{total.alpha_at(i):.2f}" for i in range(3))
-        lines.append(f"| {name} | " + " | ".join(f"{by[w].tokens_per_round:.2f}" for w in workloads)
-                     + f" | **{total.tokens_per_round:.2f}** | {alphas} |")
+        lines.append(f"| {name} | " + " | ".join(f"{by[w].tokens_per_step(v):.2f} / {by[w].tokens_per_round:.2f}"
+                                                   for w in workloads)
+                     + f" | **{total.tokens_per_step(v):.2f}** / {total.tokens_per_round:.2f} | {alphas} |")
     return "\n".join(lines)
 
 
@@ -83,7 +77,9 @@ def main() -> None:
     parser.add_argument("--data-minutes", type=float, default=0.0, help="as make_suffix_corpus.py's")
     parser.add_argument("--gamma", type=int, default=6)
     parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--floors", default="0.2,0.3,0.4", help="suffix confidence floors to compare")
+    parser.add_argument("--tree-budget", type=int, default=8, help="the tree rows' budget (branching 3)")
+    parser.add_argument("--verify-cost", default=str(VERIFY_COST_FILE), help="v(n), as `specviz verify-cost` writes it")
+    parser.add_argument("--context", type=int, default=128, help="the verify-cost context to read v(n) at")
     parser.add_argument("--out", default="")
     args = parser.parse_args()
     torch.set_grad_enabled(False)
@@ -93,8 +89,12 @@ def main() -> None:
                      answer_minutes=args.data_minutes)
     answers, own = own_answers(cfg, target, progress=False)
     sequences = answers.sequences + (own.sequences if own else [])
-    settings = Decoding(gamma=args.gamma, max_new_tokens=args.max_new_tokens)
-    floors = [float(f) for f in args.floors.split(",")]
+    chain = Decoding(gamma=args.gamma, max_new_tokens=args.max_new_tokens)
+    tree = Decoding(gamma=args.gamma, max_new_tokens=args.max_new_tokens, tree=TreeShape(budget=args.tree_budget, branching=3))
+    measured = load_verify_cost(Path(args.verify_cost))
+    if measured is None:
+        sys.exit(f"no v(n) measurement at {args.verify_cost}: run `python -m specviz verify-cost --out {args.verify_cost}`")
+    v = cost_curve(measured, args.context)
     _, shipped = read_corpus(SHIPPED_CORPUS)
 
     # TRAIN: greedy answers of TRAIN prompts, each replayed against a corpus without its own fold.
@@ -106,18 +106,18 @@ def main() -> None:
         corpus = corpus_of([s.answer.tolist() for s in sequences if fold_of.get(s.prompt_id, -1) != fold])
         for s in (s for s in train if fold_of[s.prompt_id] == fold):
             answer = s.answer.tolist()[: args.max_new_tokens]
-            makers = {"ngram": lambda: NgramDrafter("ngram")}
-            for floor in floors:
-                makers[f"suffix, data corpus, floor {floor:g}"] = (
-                    lambda f=floor: SuffixDrafter(corpus=corpus, min_confidence=f, never=never))
-            makers["suffix, no corpus"] = lambda: SuffixDrafter(corpus=None, never=never)
-            makers[f"suffix, data corpus, longer match, floor {MIN_CONFIDENCE:g}"] = (
-                lambda: LongerMatch(corpus=corpus, never=never))
-            for name, make in makers.items():
-                r = replay(make(), s.prompt_ids, answer, settings, learn=False)
+            runs = {"ngram": (NgramDrafter("ngram"), chain),
+                    "suffix, no corpus": (SuffixDrafter(corpus=None, never=never, verify_cost=v), chain),
+                    "suffix, data corpus": (SuffixDrafter(corpus=corpus, never=never, verify_cost=v), chain),
+                    f"suffix, data corpus, tree of {args.tree_budget}":
+                        (SuffixDrafter(corpus=corpus, never=never, verify_cost=v), tree)}
+            for name, (drafter, settings) in runs.items():
+                r = replay(drafter, s.prompt_ids, answer, settings, learn=False)
                 train_results[name][s.category] = train_results[name][s.category].add(r)
-    report = [table(f"TRAIN prompts ({len(train)} greedy answers, {FOLDS} folds), γ={args.gamma}, "
-                    f"{args.max_new_tokens} tokens", train_results)]
+    report = [f"v(n) from {args.verify_cost} at context {args.context} ({measured.get('machine', '?')}): "
+              + ", ".join(f"v({n}) = {v(n):.2f}" for n in (1, 2, 4, 8)),
+              table(f"TRAIN prompts ({len(train)} greedy answers, {FOLDS} folds), γ={args.gamma}, "
+                    f"{args.max_new_tokens} tokens", train_results, v)]
 
     # EVAL: the target's greedy fp32 answers, against the whole data corpus and the shipped one.
     held = eval_answers(target, cfg.work_dir, cfg.slug(target.name), max_new_tokens=args.max_new_tokens,
@@ -129,21 +129,16 @@ def main() -> None:
     data_label = f"suffix, data corpus ({data_corpus.size:,} tokens)"
     for tokens, start, category in zip(held.features.tokens, held.features.answer_from, held.categories):
         prompt, answer = tokens[:start].tolist(), tokens[start:].tolist()
-        makers = {"ngram": lambda: NgramDrafter("ngram"),
-                  f"{shipped_label}, floor {MIN_CONFIDENCE:g}":
-                      lambda: SuffixDrafter(corpus=shipped_corpus, never=never)}
-        makers[f"suffix, shipped corpus, longer match, floor {MIN_CONFIDENCE:g}"] = (
-            lambda: LongerMatch(corpus=shipped_corpus, never=never))
-        for floor in floors:
-            makers[f"{data_label}, floor {floor:g}"] = (
-                lambda f=floor: SuffixDrafter(corpus=data_corpus, min_confidence=f, never=never))
-        makers[f"suffix, data corpus, longer match, floor {MIN_CONFIDENCE:g}"] = (
-            lambda: LongerMatch(corpus=data_corpus, never=never))
-        for name, make in makers.items():
+        runs = {"ngram": (NgramDrafter("ngram"), chain),
+                shipped_label: (SuffixDrafter(corpus=shipped_corpus, never=never, verify_cost=v), chain),
+                data_label: (SuffixDrafter(corpus=data_corpus, never=never, verify_cost=v), chain),
+                f"{shipped_label}, tree of {args.tree_budget}":
+                    (SuffixDrafter(corpus=shipped_corpus, never=never, verify_cost=v), tree)}
+        for name, (drafter, settings) in runs.items():
             eval_results[name][category] = eval_results[name][category].add(
-                replay(make(), prompt, answer, settings, learn=False))
+                replay(drafter, prompt, answer, settings, learn=False))
     report.append(table(f"EVAL prompts ({len(held.features.tokens)} greedy fp32 answers), γ={args.gamma}, "
-                        f"{args.max_new_tokens} tokens", eval_results))
+                        f"{args.max_new_tokens} tokens", eval_results, v))
     text = "\n\n".join(report)
     print(text)
     if args.out:

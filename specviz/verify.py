@@ -6,9 +6,10 @@ number of drafted tokens, α (`alpha`) = the fraction of drafted tokens accepted
 `verify` takes the target's logits at the γ drafted positions plus one (the bonus position), the
 drafted ids and the draft's probabilities q, and returns how many drafts are accepted and the
 token that follows them: resampled at the first rejection, or a bonus token when all are kept.
-The logits may come as `LazyLogits`: the target's head is then applied to the first position
-alone, and to the others only when the first draft is accepted (rows after a rejection are never
-needed, and the head over a 49k vocabulary is a sizeable part of a small target's forward).
+The logits may come as `LazyLogits`: rows are then asked for the first position alone, and for the
+others only when the first draft is accepted (rows after a rejection are never needed, and the head
+over a 49k vocabulary is a sizeable part of a small target's forward; the loop's forward computes
+small sets of rows in one pass, where one row costs about what eight do).
 """
 
 from __future__ import annotations

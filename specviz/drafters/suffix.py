@@ -76,7 +76,7 @@ class SuffixDrafter(Drafter):
         self.clock = Clock()
         self.local = LocalIndex(LOCAL_DEPTH)
         self.key: int | None = None  # the prompt's, so that this prompt never drafts from its own earlier answer
-        self.why = ""  # the last round's source and match, for the Rounds timeline
+        self.why = ""  # the last round's match and cut, for the Rounds timeline
         self.confidence: list[float] = []  # the last proposal's: each node's estimated chance of being reached and kept
 
     def start(self, prompt_ids, settings, hidden=None):
@@ -94,7 +94,7 @@ class SuffixDrafter(Drafter):
             tokens, parents = self.best_tree(budget, branching, max_depth=k)
         ids = torch.tensor(tokens, dtype=torch.long, device=context.device)
         self.clock.start()
-        return Proposal(ids, None, parents if self.tree.on and tokens else None)
+        return Proposal(ids, None, parents if self.tree.on and tokens else None, why=self.why)
 
     def feedback(self, kept, hidden=None):
         if self.verify_cost is None:

@@ -62,3 +62,31 @@ def test_sampled_runs_are_reproducible_with_the_lazy_head(target, make_drafter):
     assert a.output_ids == b.output_ids
     assert [(r.drafted, r.n_accepted, r.next_token) for r in a.rounds] == [(r.drafted, r.n_accepted, r.next_token)
                                                                            for r in b.rounds]
+
+
+def test_a_small_forward_reads_the_heads_weights_once(target, monkeypatch):
+    """Asking for rows one at a time (a tree's branch) or first one then the rest (a chain) costs one head pass."""
+    import specviz.decode as decode
+
+    head = target.model.get_output_embeddings()
+    passes = []
+    handle = head.register_forward_hook(lambda module, args, out: passes.append(args[0].shape[0]))
+    try:
+        ids, cache = forward_input(target, [3, 4, 5, 6], [7, 8, 9])
+        passes.clear()  # the prefill's own head
+        with torch.no_grad():
+            logits = target_logits(target, ids, cache)
+            logits.upto(1)
+            logits.rows([2])
+            logits.upto(4)
+        assert passes == [4] and logits.computed.shape[0] == 4
+        monkeypatch.setattr(decode, "HEAD_ROWS_AT_ONCE", 2)  # a large tree: rows as they are asked for
+        ids, cache = forward_input(target, [3, 4, 5, 6], [7, 8, 9])
+        passes.clear()
+        with torch.no_grad():
+            logits = target_logits(target, ids, cache)
+            logits.upto(1)
+            logits.upto(4)
+        assert passes == [1, 3]
+    finally:
+        handle.remove()

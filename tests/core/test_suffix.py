@@ -214,3 +214,15 @@ def test_the_shipped_corpus_reads_for_the_tokenizer_it_was_made_with():
     header, documents = read_corpus(SHIPPED_CORPUS)
     assert header["tokenizer"] and header["prompts"] and len(documents) == header["answers"]
     assert sum(map(len, documents)) == header["tokens"]
+
+
+def test_the_rounds_timeline_says_why_the_suffix_drafter_drafted_what_it_did(target):
+    from specviz.app.views.tokens import timeline_html
+
+    corpus = SuffixCorpus()
+    generate(target, SuffixDrafter(corpus=corpus), PROMPTS[1], Decoding(gamma=4, max_new_tokens=24))
+    run = generate(target, SuffixDrafter(corpus=corpus), PROMPTS[2], Decoding(gamma=4, max_new_tokens=24))
+    assert all(r.why for r in run.rounds)
+    drafted = [r for r in run.rounds if r.drafted]
+    assert drafted and all("expected kept" in r.why for r in drafted)
+    assert drafted[0].why.split(";")[0] in timeline_html(run)

@@ -109,8 +109,9 @@ def timeline_html(run: Run, upto_round: int | None = None) -> str:
     for r in rounds:
         spans = "".join(round_spans(r, show_rejected=True, upto_emitted=False))
         meta = f"γ={r.gamma} · {r.n_accepted}/{len(r.drafted)} kept · {1000 * (r.draft_seconds + r.verify_seconds):.0f} ms"
-        if r.source:  # a drafter that chooses among others (auto) says which one drafted, and why
+        if r.source:  # a drafter that chooses among others (auto) says which one drafted
             meta = f"{html.escape(r.source)} · {meta}"
+        if r.why:  # ... and drafters that set their own length (auto, suffix) say why
             spans += f'<div class="sv-why">{html.escape(r.why)}</div>'
         rows.append(f'<tr><td class="sv-n">#{r.index + 1}</td><td class="sv-text">{spans}</td><td class="sv-meta">{meta}</td></tr>')
     return f'{CSS}<table class="sv-timeline">{"".join(rows)}</table>'
