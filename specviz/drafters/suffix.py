@@ -117,6 +117,8 @@ class SuffixDrafter(Drafter):
         return tokens[:n], parents[:n]
 
     def _grow(self, root: tuple[Match | None, Match | None], budget: int, branching: int, max_depth: int):
+        """Up to `budget` nodes, most likely first: each with its parent, chance and source. A node carries both
+        matches extended by its token, so its children are offered by whichever source still matches."""
         tokens, parents, chances, sources, depths = [], [], [], [], []
         frontier: list = []
         serial = 0
