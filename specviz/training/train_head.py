@@ -35,7 +35,7 @@ from . import store
 from .agreement import HeldOut, agreement, eval_answers
 from .answers import Dataset, bf16_ok, fast_autocast, generate_data, train_prompts
 from .features import Features, capture, load_features, shard_names
-from .loop import Schedule, Training, batch_indices, train_loop
+from .loop import Schedule, Training, batch_indices, read_log, train_loop
 from .texts import answer_texts, document_texts, written_prompts
 
 WORK_DIR = SHIPPED_DRAFTS.parent.parent / "artifacts" / "heads"  # data, features, checkpoints (git-ignored)
@@ -326,12 +326,15 @@ def train(cfg: HeadConfig, target: LoadedModel, data: HeadData, vocab: list[int]
     groups = [{"params": decay, "weight_decay": cfg.weight_decay, "scale": 1.0},
               {"params": [p for p in head.parameters() if p.ndim < 2], "weight_decay": 0.0, "scale": 1.0}]
 
-    seen = [0]  # answer positions trained on so far (this run), for the data curve of the checks
+    seen = [0]  # answer positions trained on so far, for the data curve of the checks (and in the loss log)
 
     def step_loss(step: int):
+        if step and not seen[0]:  # a resumed run: count on from the loss log, which holds the steps before this one
+            seen[0] = int(next((row.get("positions", 0) for row in reversed(read_log(cfg.run_dir / "loss.jsonl"))), 0))
         batch = make_batch(data.features, batch_indices(step, cfg.batch_size, n, cfg.seed), cfg.seq_len, device)
         seen[0] += int(batch.mask.sum())
-        return head_loss(head, rows, embedding, batch, cfg, device)
+        loss, figures = head_loss(head, rows, embedding, batch, cfg, device)
+        return loss, {**figures, "positions": seen[0]}
 
     vocab_ids = torch.tensor(vocab, device=device)
 

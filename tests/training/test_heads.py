@@ -146,3 +146,29 @@ def test_agreement_counts_the_first_guesses_that_equal_the_targets_tokens(target
     assert count > 20 and 0 < hits < count  # both outcomes occur
     assert alphas[0] == pytest.approx(hits / count)
     assert 0 <= alphas[1] <= 1
+
+
+def test_a_resumed_head_training_counts_its_positions_on(target, tmp_path):
+    """The checks' data curve reads positions trained on: a resumed run continues the count, as one run would."""
+    from collections import Counter
+
+    from specviz.training.features import Features, hidden_states
+    from specviz.training.loop import read_log
+    from specviz.training.texts import Text
+    from specviz.training.train_head import HeadConfig, HeadData, draft_vocabulary, train
+
+    texts = [Text("tiny", [3 + i % 5, 4, 5, 6, 7, 8, 9 + i % 3, 10, 11, 12], 3) for i in range(12)]
+    data = HeadData(Features([torch.tensor(t.ids) for t in texts], hidden_states(target, texts),
+                             [t.answer_from for t in texts], ["tiny"] * len(texts)), Counter(), {})
+    vocab = draft_vocabulary(target, data, 16)
+
+    def positions(work, steps, resume):
+        cfg = HeadConfig(name="h", steps=steps, batch_size=4, seq_len=16, warmup=1, checkpoint_every=3,
+                         work=str(work), resume=resume)
+        train(cfg, target, data, vocab, progress=False)
+        return [row["positions"] for row in read_log(cfg.run_dir / "loss.jsonl")]
+
+    straight = positions(tmp_path / "a", 6, False)
+    positions(tmp_path / "b", 3, False)
+    resumed = positions(tmp_path / "b", 6, True)
+    assert resumed == straight and straight == sorted(straight) and straight[0] > 0
