@@ -253,7 +253,12 @@ class Run:
 
     # --- serialisation ---------------------------------------------------------------------
     def to_dict(self) -> dict:
-        return asdict(self)
+        data = asdict(self)
+        for r in data["rounds"]:  # most drafters say nothing here: an empty field is the loaded default, left out
+            for key in ("source", "why"):
+                if not r[key]:
+                    del r[key]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> Run:
