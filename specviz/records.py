@@ -253,12 +253,7 @@ class Run:
 
     # --- serialisation ---------------------------------------------------------------------
     def to_dict(self) -> dict:
-        data = asdict(self)
-        for r in data["rounds"]:  # most drafters say nothing here: an empty field is the loaded default, left out
-            for key in ("source", "why"):
-                if not r[key]:
-                    del r[key]
-        return data
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> Run:

@@ -208,10 +208,21 @@ def merge(old: Recording, runs: dict[str, Comparison], info: dict) -> tuple[dict
     return merged_runs, merged
 
 
+def _without_empty_notes(comparison: dict) -> dict:
+    """A comparison's runs without the rounds' empty `source` and `why` (most drafters leave them empty, and a
+    loaded round defaults to ""): the lesson's runs stay in a few hundred KB."""
+    for run in (comparison["spec"], comparison["baseline"]):
+        for r in run["rounds"]:
+            for key in ("source", "why"):
+                if not r.get(key, True):
+                    del r[key]
+    return comparison
+
+
 def save(folder: Path, runs: dict[str, Comparison], lab: LabRecord, info: dict) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     compact = {"separators": (",", ":"), "ensure_ascii": False}  # the lesson ships in a few hundred KB
-    (folder / RUNS).write_text("{" + ",".join(f"{json.dumps(k)}:{json.dumps(v.to_dict(), **compact)}"
+    (folder / RUNS).write_text("{" + ",".join(f"{json.dumps(k)}:{json.dumps(_without_empty_notes(v.to_dict()), **compact)}"
                                               for k, v in runs.items()) + "}", encoding="utf-8")
     (folder / LAB).write_text(json.dumps(lab.to_dict()), encoding="utf-8")
     (folder / MANIFEST).write_text(json.dumps(info, indent=1, ensure_ascii=False), encoding="utf-8")
