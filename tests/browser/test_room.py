@@ -164,15 +164,30 @@ def lesson_header(page, n: int):
     return page.get_by_role("heading", name=f"{n}. {steps.STEPS[n - 1].title}")
 
 
+def press_to_step(page, key: str, n: int, tries: int = 3) -> None:
+    """Press `key` once the page is drawn, until the lesson shows step n, as a presenter would. On a loaded CPU a
+    press can land while the page re-runs and be lost (seen once in a full run of the suite); a press is repeated
+    only after the page is idle again and still not at step n, so a slow press is never doubled."""
+    for _ in range(tries):
+        wait_idle(page)
+        if lesson_header(page, n).is_visible():
+            return
+        page.locator("body").press(key)
+        try:
+            expect(lesson_header(page, n)).to_be_visible(timeout=FOLLOW_TIMEOUT // 3)
+            return
+        except AssertionError:
+            continue
+    expect(lesson_header(page, n)).to_be_visible()
+
+
 def test_followers_see_the_presenter_s_lesson_steps(browser, room_url):
     host, presenter = open_page(browser, f"{room_url}/Lesson?presenter={KEY}")
     expect(presenter.get_by_text("Presenting.")).to_be_visible()
     learner_context, learner = open_page(browser, f"{room_url}/?follow=1", idle=False)
     expect(lesson_header(learner, 1)).to_be_visible(timeout=FOLLOW_TIMEOUT)
     for n, key in ((2, "ArrowRight"), (3, "ArrowRight"), (2, "ArrowLeft")):
-        wait_idle(presenter)  # a presenter presses once the page is drawn
-        presenter.locator("body").press(key)
-        expect(lesson_header(presenter, n)).to_be_visible(timeout=FOLLOW_TIMEOUT)
+        press_to_step(presenter, key, n)
         expect(lesson_header(learner, n)).to_be_visible(timeout=FOLLOW_TIMEOUT)  # the lag: benchmarks/follower_lag.py
     expect(learner).to_have_url(re.compile(r"step=2"))  # the follower's address bar holds the step too
     no_exception(presenter, learner)
