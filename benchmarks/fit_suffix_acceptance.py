@@ -24,9 +24,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from replay_drafters import FOLDS, corpus_of  # noqa: E402
+from replay_drafters import FOLDS, corpus_of, train_folds  # noqa: E402
 
-from specviz.drafters.suffix import CORPUS, LOCAL, LOCAL_DEPTH, features, template_tokens  # noqa: E402
+from specviz.drafters.suffix import CORPUS, LOCAL, LOCAL_DEPTH, continuations, features, template_tokens  # noqa: E402
 from specviz.drafters.suffix_index import LocalIndex  # noqa: E402
 from specviz.models import load_model  # noqa: E402
 from specviz.training.train_head import HeadConfig, own_answers  # noqa: E402
@@ -36,20 +36,12 @@ BRANCHING = 3
 
 
 def samples(matches: list, truth: list[int], never, rows: dict) -> None:
-    """Walk both matches along `truth`: at each step every top continuation of each is a sample, with the
-    other source's share for the same token; then both follow the true token."""
+    """Walk both matches along `truth`: at each step every top continuation of each is a sample (as the drafter
+    offers them, `continuations`); then both follow the true token."""
     for step in range(min(DEPTH, len(truth))):
-        counts = [m.counts() if m is not None else None for m in matches]
-        for i, (source, match) in enumerate(zip((LOCAL, CORPUS), matches)):
-            if match is None:
-                continue
-            own, other = counts[i], counts[1 - i]
-            seen = sum(own.values())
-            for token, count in own.most_common(BRANCHING + len(never)):
-                if token not in never:
-                    other_share = other[token] / sum(other.values()) if other else None
-                    rows[source][0].append(features(match.depth, count, seen, other_share))
-                    rows[source][1].append(float(token == truth[step]))
+        for source, depth, token, count, seen, other_share in continuations(matches, BRANCHING, never):
+            rows[source][0].append(features(depth, count, seen, other_share))
+            rows[source][1].append(float(token == truth[step]))
         matches = [m.follow(truth[step]) if m is not None else None for m in matches]
 
 
@@ -75,11 +67,7 @@ def main() -> None:
     target = load_model("default")
     never = template_tokens(target.tokenizer)
     cfg = HeadConfig(samples=args.samples, written=args.written, max_new_tokens=args.answer_tokens)
-    answers, own = own_answers(cfg, target, progress=False)
-    sequences = answers.sequences + (own.sequences if own else [])
-    train = [s for s in answers.sequences if s.sample == 0]
-    prompt_ids = sorted({s.prompt_id for s in train})
-    fold_of = {p: i % FOLDS for i, p in enumerate(prompt_ids)}
+    sequences, train, fold_of = train_folds(*own_answers(cfg, target, progress=False))
     rows: dict[str, tuple[list, list]] = {LOCAL: ([], []), CORPUS: ([], [])}
     for fold in range(FOLDS):
         corpus = corpus_of([s.answer.tolist() for s in sequences if fold_of.get(s.prompt_id, -1) != fold])

@@ -52,6 +52,15 @@ def corpus_of(documents: list[list[int]]) -> SuffixCorpus:
     return corpus
 
 
+def train_folds(answers, own) -> tuple[list, list, dict]:
+    """Every answer of the data (TRAIN prompts' and written prompts'), the TRAIN prompts' greedy answers, and each
+    TRAIN prompt's fold: a prompt is replayed against a corpus built without its fold."""
+    sequences = answers.sequences + (own.sequences if own else [])
+    train = [s for s in answers.sequences if s.sample == 0]
+    fold_of = {p: i % FOLDS for i, p in enumerate(sorted({s.prompt_id for s in train}))}
+    return sequences, train, fold_of
+
+
 def table(title: str, results: dict[str, dict[str, Replay]], v) -> str:
     """Per workload: tokens per target step under v(n) (tokens per round after the slash)."""
     workloads = sorted({w for by in results.values() for w in by})
@@ -87,8 +96,7 @@ def main() -> None:
     never = template_tokens(target.tokenizer)
     cfg = HeadConfig(samples=args.samples, written=args.written, max_new_tokens=args.answer_tokens,
                      answer_minutes=args.data_minutes)
-    answers, own = own_answers(cfg, target, progress=False)
-    sequences = answers.sequences + (own.sequences if own else [])
+    sequences, train, fold_of = train_folds(*own_answers(cfg, target, progress=False))
     chain = Decoding(gamma=args.gamma, max_new_tokens=args.max_new_tokens)
     tree = Decoding(gamma=args.gamma, max_new_tokens=args.max_new_tokens, tree=TreeShape(budget=args.tree_budget, branching=3))
     measured = load_verify_cost(Path(args.verify_cost))
@@ -98,9 +106,6 @@ def main() -> None:
     _, shipped = read_corpus(SHIPPED_CORPUS)
 
     # TRAIN: greedy answers of TRAIN prompts, each replayed against a corpus without its own fold.
-    train = [s for s in answers.sequences if s.sample == 0]
-    prompt_ids = sorted({s.prompt_id for s in train})
-    fold_of = {p: i % FOLDS for i, p in enumerate(prompt_ids)}
     train_results: dict[str, dict[str, Replay]] = defaultdict(lambda: defaultdict(Replay))
     for fold in range(FOLDS):
         corpus = corpus_of([s.answer.tolist() for s in sequences if fold_of.get(s.prompt_id, -1) != fold])

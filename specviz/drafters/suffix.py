@@ -54,6 +54,20 @@ def features(depth: int, count: int, seen: int, other_share: float | None) -> li
     return [1.0, log_depth, share, math.log(seen), share * log_depth, other_share or 0.0, float(other_share is None)]
 
 
+def continuations(matches: tuple[Match | None, Match | None], branching: int, never: frozenset[int]):
+    """Each source's `branching` most frequent next tokens (never-drafted ones left out), as (source, pattern
+    length, token, count, seen, the other source's share for the token or None where it has no match)."""
+    counts = [match.counts() if match is not None else None for match in matches]
+    for i, (source, match) in enumerate(zip((LOCAL, CORPUS), matches)):
+        if match is None:
+            continue
+        own, other = counts[i], counts[1 - i]
+        seen = sum(own.values())
+        for token, count in own.most_common(branching + len(never)):
+            if token not in never:
+                yield source, match.depth, token, count, seen, other[token] / sum(other.values()) if other else None
+
+
 def acceptance(source: str, depth: int, count: int, seen: int, other_share: float | None) -> float:
     """The chance the target keeps this continuation once the tokens before it were kept (see the module)."""
     z = sum(w * x for w, x in zip(ACCEPTANCE[source], features(depth, count, seen, other_share)))
@@ -126,18 +140,10 @@ class SuffixDrafter(Drafter):
         def offer(parent: int, reach: float, matches: tuple[Match | None, Match | None]) -> None:
             nonlocal serial
             best: dict[int, tuple[float, str]] = {}
-            counts = [match.counts() if match is not None else None for match in matches]
-            for i, (source, match) in enumerate(zip((LOCAL, CORPUS), matches)):
-                if match is None:
-                    continue
-                own, other = counts[i], counts[1 - i]
-                seen = sum(own.values())
-                for token, count in own.most_common(branching + len(self.never)):
-                    if token not in self.never:
-                        other_share = other[token] / sum(other.values()) if other else None
-                        chance = reach * acceptance(source, match.depth, count, seen, other_share)
-                        if chance > best.get(token, (0.0, ""))[0]:
-                            best[token] = (chance, source)
+            for source, depth, token, count, seen, other_share in continuations(matches, branching, self.never):
+                chance = reach * acceptance(source, depth, count, seen, other_share)
+                if chance > best.get(token, (0.0, ""))[0]:
+                    best[token] = (chance, source)
             for token, (chance, source) in sorted(best.items(), key=lambda kv: -kv[1][0])[:branching]:
                 if chance >= self.min_confidence:
                     heapq.heappush(frontier, (-chance, serial, parent, token, source, matches))
