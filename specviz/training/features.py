@@ -7,7 +7,9 @@ to f, so no logits are stored: training recomputes p from f exactly.
 
 Shards of texts are written one at a time (safetensors, fp16 features), named by their source, index
 and a hash of their tokens, so an interrupted capture resumes at the first missing shard and a
-changed text list never reuses a shard that holds other texts.
+changed text list never reuses a shard that holds other texts. A text that some earlier shard already
+holds is copied from it rather than read again: a data set that grows (more written prompts put new
+answers between old ones) pays only for its new texts.
 """
 
 from __future__ import annotations
@@ -81,21 +83,29 @@ def capture(target: LoadedModel, texts: list[Text], folder: Path, batch: int = 1
     hidden = target.model.config.hidden_size
     say(f"features: {len(todo)} of {len(shards)} shards to capture, {positions:,} positions, "
         f"about {positions * (2 * hidden + 8) / 1e6:.0f} MB on disk")
-    bar = tqdm(total=positions, desc="target features", unit="pos", file=sys.stderr, disable=not progress)
+    known = _captured_texts(folder, manifest) if todo else {}
+    reused = sum(len(t.ids) for _, chunk in todo for t in chunk if _key(t.ids) in known)
+    if reused:
+        say(f"features: {reused:,} of those positions are copied from shards already captured")
+    bar = tqdm(total=positions - reused, desc="target features", unit="pos", file=sys.stderr, disable=not progress)
     estimated = False
     for name, chunk in todo:
         t0 = time.perf_counter()
         chunk = sorted(chunk, key=lambda t: len(t.ids))  # similar lengths share a batch: less padding
-        feats = []
-        for start in range(0, len(chunk), batch):
+        new = [t for t in chunk if _key(t.ids) not in known]
+        for start in range(0, len(new), batch):
             t1 = time.perf_counter()
-            feats += hidden_states(target, chunk[start : start + batch], fast)
-            done = sum(len(t.ids) for t in chunk[start : start + batch])
+            part = new[start : start + batch]
+            for text, feat in zip(part, hidden_states(target, part, fast)):
+                known[_key(text.ids)] = feat
+            done = sum(len(t.ids) for t in part)
             bar.update(done)
             if not estimated:  # the time estimate, from the first batch's measured rate
                 rate = done / max(time.perf_counter() - t1, 1e-9)
-                say(f"features: about {positions / rate / 60:.1f} min at {rate:,.0f} positions/s (first batch)")
+                say(f"features: about {(positions - reused) / rate / 60:.1f} min at {rate:,.0f} positions/s "
+                    "(first batch)")
                 estimated = True
+        feats = [known[_key(t.ids)] for t in chunk]
         seconds = time.perf_counter() - t0
         tokens, offsets = store.pack([torch.tensor(t.ids, dtype=torch.int32) for t in chunk])
         flat, _ = store.pack(feats)
@@ -103,11 +113,28 @@ def capture(target: LoadedModel, texts: list[Text], folder: Path, batch: int = 1
                                    "answer_from": torch.tensor([t.answer_from for t in chunk])},
                    {"source": chunk[0].source})
         manifest["shards"][name] = {"source": chunk[0].source, "texts": len(chunk), "seconds": round(seconds, 2),
+                                    "copied": sum(len(t.ids) for t in chunk) - sum(len(t.ids) for t in new),
                                     "positions": sum(len(t.ids) for t in chunk)}
         manifest["seconds"] = round(sum(s["seconds"] for s in manifest["shards"].values()), 2)
         store.save_json(folder / "manifest.json", manifest)
     bar.close()
     return manifest
+
+
+def _key(ids) -> str:
+    return hashlib.sha1(repr(list(ids)).encode()).hexdigest()
+
+
+def _captured_texts(folder: Path, manifest: dict) -> dict[str, torch.Tensor]:
+    """Features of every text in the folder's captured shards, by a hash of its tokens."""
+    known = {}
+    for name in manifest["shards"]:
+        if (folder / name).is_file():
+            tensors, _ = store.load(folder / name)
+            tokens = store.unpack(tensors["tokens"], tensors["offsets"])
+            for ids, feat in zip(tokens, store.unpack(tensors["features"], tensors["offsets"])):
+                known[_key(ids.tolist())] = feat
+    return known
 
 
 def load_features(folder: Path, names: list[str] | None = None) -> Features:

@@ -100,3 +100,35 @@ def test_a_data_curve_subset_is_random_texts_up_to_the_positions_asked():
     assert [len(t) for t in small.tokens] != [len(t) for t in data.tokens[: len(small.tokens)]]  # drawn, not the first ones
     assert subset(data, 100, seed=0).tokens[0].tolist() == small.tokens[0].tolist()  # the same draw for the same seed
     assert subset(data, 10**6, seed=0).trained_positions == data.trained_positions
+
+
+def test_a_grown_text_list_reads_only_its_new_texts(target, tmp_path):
+    generator = torch.Generator().manual_seed(1)
+    old = [Text("written", torch.randint(2, 90, (4 + i % 7,), generator=generator).tolist(), 1) for i in range(70)]
+    capture(target, old, tmp_path, batch=16, progress=False, say=lambda m: None)
+    new = [Text("written", torch.randint(2, 90, (4 + i % 5,), generator=generator).tolist(), 1) for i in range(30)]
+    grown = old[:35] + new + old[35:]  # new answers land between old ones, so every shard's name changes
+
+    read = []
+
+    class Counts(torch.nn.Module):
+        config = target.model.config
+
+        @property
+        def base_model(self):
+            def forward(ids):
+                read.extend(ids.tolist())
+                return target.model.base_model(ids)
+            return forward
+
+    manifest = capture(wrap("tiny-target", Counts(), target.tokenizer), grown, tmp_path, batch=16, progress=False,
+                       say=lambda m: None)
+    assert len(read) == len(new)  # one row per new text, none for the 70 already captured
+    names = shard_names(grown)
+    assert sum(manifest["shards"][n]["copied"] for n in names) == sum(len(t.ids) for t in old)
+    got = load_features(tmp_path, names)
+    by_tokens = {tuple(t.tolist()): f for t, f in zip(got.tokens, got.features)}
+    assert len(got.tokens) == 100
+    for text in [old[0], old[-1], new[0]]:
+        expected = target.model.base_model(torch.tensor([text.ids])).last_hidden_state[0]
+        torch.testing.assert_close(by_tokens[tuple(text.ids)].float(), expected, atol=2e-3, rtol=2e-3)
