@@ -27,6 +27,7 @@ class Costs:
 
     draft: dict[str, float] = field(default_factory=dict)  # source -> seconds per drafted token
     forward: dict[int, float] = field(default_factory=dict)  # n drafts -> seconds of the forward over 1 + n tokens
+    forwards_seen: dict[int, int] = field(default_factory=dict)  # n drafts -> forwards of that size observed
     prior_slope: float = 0.0
 
     def observe_draft(self, source: str, seconds: float, tokens: int) -> None:
@@ -34,17 +35,29 @@ class Costs:
             self.draft[source] = _mix(self.draft.get(source), seconds / tokens)
 
     def observe_forward(self, n: int, seconds: float) -> None:
+        """One forward's seconds. A stalled one (another process, a page fault, a shape run for the first time)
+        counts as at most twice the usual: the size's own average, or for a new size what the line says. A size's
+        first few forwards are averaged evenly, so one slow start is outvoted within a few rounds, not twenty."""
         old = self.forward.get(n)
-        if old is not None:  # one stalled forward (another process, a page fault) counts as at most twice the usual
+        if old is None and self.forward:
+            a, b = self._line()
+            seconds = min(seconds, 2 * (a + b * n))
+        elif old is not None:
             seconds = min(seconds, 2 * old)
-        self.forward[n] = _mix(old, seconds)
+        seen = self.forwards_seen[n] = self.forwards_seen.get(n, 0) + 1
+        self.forward[n] = seconds if old is None else old + (seconds - old) * max(1 / seen, 1 - DECAY)
 
     def step(self) -> float | None:
         """Seconds of one target step (a forward over one token), measured or read off the line."""
         if 0 in self.forward:
             return self.forward[0]
         line = self._line()
-        return line[0] if line else None
+        if not line:
+            return None
+        # Off the line's intercept, but never so low that the smallest size seen costs more than the prior says:
+        # a line through two sizes, one of them a slow first forward, can point near zero.
+        smallest = min(self.forward)
+        return max(line[0], self.forward[smallest] / (1.0 + self.prior_slope * smallest))
 
     def v(self, n: int) -> float:
         """v(n): a verification forward over 1 + n tokens in target steps, off the line through the sizes seen

@@ -40,8 +40,25 @@ def test_costs_measure_v_and_c_against_the_plain_step():
     assert costs.v(2) == pytest.approx(1.2) and costs.c("head") == pytest.approx(0.1)
     costs.observe_forward(4, 0.028)  # sizes never seen are read off the least-squares line: 0.020 + 0.002 n
     assert costs.v(3) == pytest.approx(0.026 / 0.020)
-    costs.observe_forward(0, 1.0)  # a stalled step counts twice the usual at most
-    assert costs.forward[0] == pytest.approx(DECAY * 0.020 + (1 - DECAY) * 0.040)
+    costs.observe_forward(0, 1.0)  # a stalled step counts twice the usual at most (the second of its size: half)
+    assert costs.forward[0] == pytest.approx(0.5 * 0.020 + 0.5 * 0.040)
+    for _ in range(100):
+        costs.observe_forward(0, 0.020)
+    costs.observe_forward(0, 0.030)  # once a size is well known, a new forward moves it by a twentieth
+    assert costs.forward[0] == pytest.approx(DECAY * 0.020 + (1 - DECAY) * 0.030, rel=1e-3)
+
+
+def test_one_slow_first_forward_does_not_stop_drafting():
+    """Seen live on Rounds: a 4-draft forward ran 148 ms against 46 for one draft (its shape's first run), the line
+    through the two then put v(1) at 4.4 steps, and a 95% sure draft was not worth drafting."""
+    costs = Costs(prior_slope=0.04)
+    costs.observe_forward(1, 0.046)
+    costs.observe_forward(4, 0.148)  # counted as at most twice what the line said for it
+    assert costs.forward[4] == pytest.approx(0.092)
+    assert costs.v(1) == pytest.approx(1.04)  # the smallest size never costs more than the prior says
+    for _ in range(3):
+        costs.observe_forward(4, 0.050)  # the usual cost outvotes the slow start within a few rounds
+    assert costs.v(4) < 1.4
 
 
 @pytest.fixture(scope="module")
