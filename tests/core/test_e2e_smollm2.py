@@ -47,7 +47,7 @@ def test_baseline_is_the_targets_own_greedy_output(smol, prompts):
         assert ours.output_ids == theirs
 
 
-@pytest.mark.parametrize("draft", ["ngram", "layerskip:8", "target"])
+@pytest.mark.parametrize("draft", ["ngram", "layerskip:8", "target", "smol-head-v3"])
 def test_greedy_speculative_output_is_identical(smol, prompts, baseline, draft):
     settings = Decoding(gamma=4, max_new_tokens=40)
     for prompt in prompts:
