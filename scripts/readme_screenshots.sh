@@ -10,7 +10,7 @@ rm -rf "$SHOTS"  # no stale picture from an earlier run can be copied
   tests/browser/test_lesson.py tests/browser/test_room.py tests/browser/test_room_load.py \
   tests/browser/test_trees_in_browser.py tests/browser/test_serving.py tests/browser/test_race_in_browser.py
 # README picture <- the screenshot a test took
-for pair in home race rounds rounds_tree draft_length compare_drafts verification_tolerance theory serving \
+for pair in home race rounds rounds_suffix rounds_tree draft_length compare_drafts verification_tolerance theory serving \
             lesson_draft_verify lesson_gamma lesson_same room_presenter room_queue:room_load_waiting; do
   picture=${pair%%:*}
   shot=${pair#*:}

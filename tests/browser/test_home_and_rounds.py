@@ -4,7 +4,7 @@ import time
 
 from playwright.sync_api import expect
 
-from browser_helpers import background, keep_figures, screenshot, wait_idle
+from browser_helpers import SCREENSHOTS, background, choose, keep_figures, press, screenshot, wait_idle
 
 GREEN, RED, ORANGE, BLUE = "rgb(26, 152, 80)", "rgb(215, 48, 39)", "rgb(243, 156, 18)", "rgb(69, 117, 180)"
 
@@ -59,3 +59,27 @@ def test_the_page_list_starts_with_home_even_when_a_page_is_opened_directly(page
         assert names[:3] == ["Home", "Lesson", "Rounds"], names
         assert "app" not in [n.lower() for n in names]
         assert page.locator('[data-testid="stException"]').count() == 0
+
+
+def test_the_rounds_timeline_says_why_the_suffix_drafter_drafted_what_it_did(page, app_url):
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.goto(f"{app_url}/Rounds")
+    wait_idle(page)
+    choose(page, "Draft", "suffix")
+    press(page, "Max new tokens", "Home")
+    press(page, "Max new tokens", "ArrowRight", times=2)  # 24 tokens: a timeline that fits a picture
+    page.get_by_role("button", name="Run", exact=True).click()
+    expect(page.get_by_text("Showing a run recorded by the project")).to_have_count(0, timeout=240_000)
+    expect(page.get_by_text("Identical to the target alone")).to_be_visible()
+    wait_idle(page)
+    timeline = page.locator("table.sv-timeline").last
+    why = timeline.locator("div.sv-why")
+    expect(why.first).to_be_visible()
+    assert why.count() == timeline.locator("tr").count()  # one line for every round
+    lines = why.all_inner_texts()
+    # What it matched and where it cut: "earlier answers: last 2 tokens seen 1×; 2 drafted, 0.2 expected kept, ..."
+    assert any("drafted," in line and "expected kept" in line and "steps" in line for line in lines), lines
+    assert page.locator('[data-testid="stException"]').count() == 0
+    page.add_style_tag(content='[data-testid="stHeader"] {display: none}')  # it would cover the table's first rows
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    timeline.screenshot(path=str(SCREENSHOTS / "rounds_suffix.png"))
