@@ -93,11 +93,12 @@ def capture(target: LoadedModel, texts: list[Text], folder: Path, batch: int = 1
         t0 = time.perf_counter()
         chunk = sorted(chunk, key=lambda t: len(t.ids))  # similar lengths share a batch: less padding
         new = [t for t in chunk if _key(t.ids) not in known]
+        read = {}  # this shard's new texts only: what earlier shards hold stays in `known`
         for start in range(0, len(new), batch):
             t1 = time.perf_counter()
             part = new[start : start + batch]
             for text, feat in zip(part, hidden_states(target, part, fast)):
-                known[_key(text.ids)] = feat
+                read[_key(text.ids)] = feat
             done = sum(len(t.ids) for t in part)
             bar.update(done)
             if not estimated:  # the time estimate, from the first batch's measured rate
@@ -105,7 +106,7 @@ def capture(target: LoadedModel, texts: list[Text], folder: Path, batch: int = 1
                 say(f"features: about {(positions - reused) / rate / 60:.1f} min at {rate:,.0f} positions/s "
                     "(first batch)")
                 estimated = True
-        feats = [known[_key(t.ids)] for t in chunk]
+        feats = [known[k] if k in known else read[k] for k in (_key(t.ids) for t in chunk)]
         seconds = time.perf_counter() - t0
         tokens, offsets = store.pack([torch.tensor(t.ids, dtype=torch.int32) for t in chunk])
         flat, _ = store.pack(feats)
