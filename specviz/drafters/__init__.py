@@ -9,7 +9,7 @@ the adaptive γ), so the models it reads from can be shared by every session and
     drafter.finish(output_ids)                      once, after the last round (a suffix drafter learns the answer)
 
 A new kind subclasses `Drafter` (base.py), implements `draft` (what `propose` returns), overrides
-`start` and `feedback` where it keeps state, and registers a builder in `registry.DRAFTERS`.
+`start` and `feedback` where it keeps state, and registers an entry in `registry.DRAFTERS` (`registry.Kind`).
 
 With a tree budget in the settings (specviz.trees) a drafter that can branches: its proposal then
 carries `parents`, and `kept` names the accepted branch's nodes.
@@ -25,8 +25,9 @@ from .head import HeadDrafter, HybridDrafter
 from .model import ModelDrafter, layer_skip_view
 from .ngram import NgramDrafter
 from .suffix import SuffixDrafter
-from .registry import DRAFTERS, Loader, Spec, build_drafter, head_folder, parse_spec
+from .registry import (DRAFTERS, Kind, Loader, Spec, build_drafter, head_folder, kind_of, learns_across_runs, offered,
+                       parse_spec, register)
 
-__all__ = ["AutoDrafter", "DRAFTERS", "Drafter", "HeadDrafter", "HybridDrafter", "Loader", "ModelDrafter", "NgramDrafter",
-           "NoDrafter", "Proposal", "Spec", "SuffixDrafter", "build_drafter", "drop_last", "head_folder", "layer_skip_view",
-           "parse_spec"]
+__all__ = ["AutoDrafter", "DRAFTERS", "Drafter", "HeadDrafter", "HybridDrafter", "Kind", "Loader", "ModelDrafter",
+           "NgramDrafter", "NoDrafter", "Proposal", "Spec", "SuffixDrafter", "build_drafter", "drop_last", "head_folder",
+           "kind_of", "layer_skip_view", "learns_across_runs", "offered", "parse_spec", "register"]

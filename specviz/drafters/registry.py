@@ -1,8 +1,15 @@
-"""The registry: a drafter spec ('ngram', 'layerskip:8', 'target', a model or a head name) to a fresh drafter."""
+"""The registry: one entry per drafter kind, and a spec ('ngram', 'layerskip:8', a model or head name) to a drafter.
+
+An entry (`Kind`) says everything the rest of SpecViz needs of a kind: how to build one, what the pickers
+offer, whether it learns across runs (shared measurements then key on what it learned), whether
+transformers' `generate` has an equivalent (`bench --compare-hf`), and one line for `models`. A new kind is
+one module in this package and one `register` call (or one line in `DRAFTERS`): pickers, `models`, `bench`
+and the tests' lossless matrix read the registry.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -51,7 +58,7 @@ def parse_spec(spec: str) -> Spec:
 def build_drafter(spec: str, target: LoadedModel, load: Loader = load_model) -> Drafter:
     """A fresh drafter for one run from a spec such as 'ngram', 'layerskip:8', 'target' or a model name."""
     parsed = parse_spec(spec)
-    return DRAFTERS[parsed.kind](parsed, target, load)
+    return DRAFTERS[parsed.kind].build(parsed, target, load)
 
 
 def _model_drafter(spec: Spec, target: LoadedModel, load: Loader) -> Drafter:
@@ -132,13 +139,68 @@ def _positive_int(text: str, what: str) -> int:
     return int(text)
 
 
-DRAFTERS: dict[str, Callable[[Spec, LoadedModel, Loader], Drafter]] = {
-    "model": _model_drafter,  # model:NAME, or just NAME: a compatible small causal LM
-    "ngram": _ngram_drafter,  # prompt lookup, one-hot q
-    "suffix": _suffix_drafter,  # what followed the same words in the prompt, the answer and earlier answers, one-hot q
-    "auto": _auto_drafter,  # auto or auto:HEAD: each round suffix, the head or none, whichever promises most per step
-    "layerskip": _layerskip_drafter,  # layerskip:K, the target's first K layers
-    "target": _target_drafter,  # the target drafting for itself: α = 1 at full cost
-    "head": _head_drafter,  # head:NAME, or just NAME: a feature-level head over the target's hidden states
-    "ngram+head": _hybrid_drafter,  # ngram+head:NAME (or ngram+NAME): n-gram when it matches, the head otherwise
+@dataclass(frozen=True)
+class Kind:
+    """One drafter kind, as the app, the CLI and the tests see it."""
+
+    build: Callable[[Spec, LoadedModel, Loader], Drafter]  # a fresh drafter for one run
+    about: str  # one line for `models` and the pickers' help
+    usage: str  # how a spec names it: "ngram", "layerskip:K", "NAME"
+    offered: Callable[[], list[str]] = field(default=lambda: [])  # specs the pickers offer out of the box, in order
+    learns: bool = False  # keeps what runs taught it for later runs (the suffix drafter's corpus)
+    peer: str = ""  # transformers' equivalent for `bench --compare-hf` ("" when it has none)
+
+
+def _heads() -> list[str]:
+    return [folder.name for _, folder in draft_folders() if is_head(folder)]
+
+
+def _models() -> list[str]:
+    return [folder.name for _, folder in draft_folders() if not is_head(folder)]
+
+
+# The pickers list the kinds in this order: the copying drafters first (they pay off most on a CPU), then the
+# heads, the distilled drafts (still slower than the target alone on a CPU), the self-drafts and the control.
+DRAFTERS: dict[str, Kind] = {
+    "ngram": Kind(_ngram_drafter, "prompt lookup: continues the latest earlier match of the last 3 or 2 tokens; no model",
+                  "ngram or ngram:N", lambda: ["ngram"], peer="prompt lookup"),
+    "suffix": Kind(_suffix_drafter, "the longest earlier match in the prompt, the answer and the target's earlier answers, "
+                   "as a chain or a tree cut where it stops paying; no model", "suffix", lambda: ["suffix"], learns=True),
+    "auto": Kind(_auto_drafter, "each round the suffix drafter, a head or no draft, whichever promises the most tokens "
+                 "per target step", "auto or auto:HEAD", lambda: ["auto"], learns=True),
+    "ngram+head": Kind(_hybrid_drafter, "n-gram lookup when the context has a match, the draft head otherwise",
+                       "ngram+HEAD", lambda: [f"ngram+{h}" for h in _heads()]),
+    "head": Kind(_head_drafter, "a feature-level draft head (EAGLE-style) over the target's last hidden state",
+                 "HEAD or head:HEAD", _heads),
+    "model": Kind(_model_drafter, "a small causal LM with the target's tokenizer, with its own KV cache",
+                  "a model name, folder or hub id", _models, peer="assisted generation"),
+    "layerskip": Kind(_layerskip_drafter, "the target's first K layers as a self-draft; no extra weights",
+                      "layerskip:K", lambda: ["layerskip:4", "layerskip:8", "layerskip:15"], peer="assisted generation"),
+    "target": Kind(_target_drafter, "the target drafting for itself: every draft kept, at full cost (the control)",
+                   "target", lambda: ["target"], peer="assisted generation"),
 }
+
+
+def register(name: str, kind: Kind) -> None:
+    """Add a drafter kind (a plug-in, or a test's toy drafter): `build_drafter`, pickers and `models` see it at once."""
+    if not name or ":" in name or "+" in name:
+        raise ConfigError(f"a drafter kind's name is one word without ':' or '+', got {name!r}")
+    DRAFTERS[name] = kind
+
+
+def offered() -> list[str]:
+    """What the draft pickers offer out of the box, every kind's in registry order."""
+    return [spec for kind in DRAFTERS.values() for spec in kind.offered()]
+
+
+def kind_of(spec: str) -> Kind:
+    """The entry of the kind a spec names."""
+    return DRAFTERS[parse_spec(spec).kind]
+
+
+def learns_across_runs(spec: str) -> bool:
+    """Whether runs of this drafter change what later runs draft (False for a spec that names no kind)."""
+    try:
+        return kind_of(spec).learns
+    except ConfigError:
+        return False
