@@ -1,9 +1,12 @@
 """SpecViz Home: the idea in one picture, a recorded run at once, and a live run in one click."""
 
+from dataclasses import replace
+
 import streamlit as st
 
-from specviz.app import controls, links, race_controls, room
+from specviz.app import controls, links, race_controls, room, service
 from specviz.app.views import figures, tokens
+from specviz.config import Decoding
 from specviz.models import DEFAULT_TARGET
 
 st.set_page_config(page_title="SpecViz — speculative decoding, seen and measured", page_icon="🔎", layout="wide")
@@ -44,39 +47,46 @@ st.subheader("A recorded run")
 demo = controls.load_demo()
 if demo is not None:
     ok, message = figures.fidelity(demo)
-    st.caption(f"{demo.spec.draft} drafting for {demo.spec.target}, γ={demo.spec.settings['gamma']}, recorded on "
-               f"{demo.spec.device}. {message}. Prompt: {demo.spec.prompt[:120]}")
+    made = controls.demo_info()
+    tree = demo.spec.settings.get("tree", {})
+    st.caption(f"{demo.spec.draft} drafting for {demo.spec.target}, γ={demo.spec.settings['gamma']}"
+               f"{', a tree of ' + str(tree['budget']) + ' nodes' if tree.get('budget') else ''}, recorded on "
+               f"{made.get('made_on', demo.spec.device)}{', ' + made['date'] if 'date' in made else ''}. {message}. "
+               f"Prompt: {demo.spec.prompt[:120]}")
     st.html(tokens.output_html(demo.spec))
-    for column, (label, value, help_text) in zip(st.columns(7), figures.headline(demo)):
-        column.metric(label, value, help=help_text)
+    controls.headline(demo)
 
 st.subheader("Your turn: a live run of the default pair")
-draft = controls.draft_options()[0]
-prompt = st.text_input("Prompt", value=demo.spec.prompt if demo else "Explain speculative decoding in one paragraph.",
-                       key="home-prompt")
+# The recorded run's drafter and settings, on its exact prompt (line breaks included), at the length picked.
+recorded = Decoding.from_dict(demo.spec.settings) if demo else Decoding()
+draft = demo.spec.draft if demo else controls.draft_options()[0]
+prompt = st.text_area("Prompt", value=demo.spec.prompt if demo else "Explain speculative decoding in one paragraph.",
+                      key="home-prompt", height=110)
 length = st.select_slider("New tokens", LENGTHS, 64, key="home-tokens", help="A shorter run finishes sooner")
 links.share(LINK)
 run_col, fresh_col, link_col = st.columns([4, 1, 1])
 links.link_box(link_col)
-fresh = controls.fresh_checkbox("home-fresh", fresh_col)
-if run_col.button(f"Run {draft} → {DEFAULT_TARGET} (γ=4, {length} tokens)", type="primary", key="home-run"):
+fresh = service.fresh_checkbox("home-fresh", fresh_col)
+shape = f", tree of {recorded.tree.budget}" if recorded.tree.on else ""
+if run_col.button(f"Run {draft} → {DEFAULT_TARGET} (γ={recorded.gamma}{shape}, {length} tokens)", type="primary",
+                  key="home-run"):
     with controls.error_box("run"):
-        st.session_state["home-result"] = controls.measured_run(DEFAULT_TARGET, draft, prompt,
-                                                          controls.Decoding(max_new_tokens=length), fresh=fresh)
+        settings = replace(recorded, max_new_tokens=length)
+        st.session_state["home-result"] = service.measured_run(DEFAULT_TARGET, draft, prompt, settings, fresh=fresh)
 live = st.session_state.get("home-result")
 if live is not None:
     ok, message = figures.fidelity(live)
     (st.success if ok else st.warning)(message)
-    controls.shared_note(live)
+    service.shared_note(live)
     st.html(tokens.output_html(live.spec))
-    for column, (label, value, help_text) in zip(st.columns(7), figures.headline(live)):
-        column.metric(label, value, help=help_text)
+    controls.headline(live)
     st.page_link("pages/1_Rounds.py", label="Step through it round by round →")
 
 st.divider()
 st.markdown("**Pages**: *Rounds* (every token of a run) · *Draft length* (sweep γ) · *Compare drafts* · "
             "*Verification tolerance* (speed vs quality) · *Theory* (the formula and a worksheet) · "
             "*Serving* (a vLLM server under load, beside the lab).")
-# Load the target last: the page above is already shown while this runs (first time: GGUF conversion).
-with controls.error_box("load the default target"):
-    controls.get_target(DEFAULT_TARGET)
+# Start the measurement worker last (it loads the default target; the first time it converts the GGUF file): the
+# page above is already shown, and the first Run finds the worker ready.
+with controls.error_box("start the measurement worker"):
+    service.start_worker()

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from specviz.app import autoplay, controls, links, race_controls, room
+from specviz.app import autoplay, controls, links, race_controls, room, service
 from specviz.app.views import charts, figures, tables, tokens, tree_charts
 
 st.set_page_config(page_title="Rounds · SpecViz", page_icon="🔎", layout="wide")
@@ -24,7 +24,7 @@ with st.sidebar:
     settings = None
     with controls.error_box("use these settings"):
         settings = controls.decoding_controls("rounds")
-    fresh = controls.fresh_checkbox("rounds-fresh")
+    fresh = service.fresh_checkbox("rounds-fresh")
 prompt = controls.prompt_picker("rounds")
 
 left, right = st.columns([1, 3])
@@ -34,7 +34,7 @@ request = repr((target, draft, prompt, settings))
 state = st.session_state
 if settings is not None and (run_clicked or (live and "rounds-request" in state and state["rounds-request"] != request)):
     with controls.error_box("run"):
-        state["rounds-result"] = controls.measured_run(target, draft, prompt, settings, fresh=fresh)
+        state["rounds-result"] = service.measured_run(target, draft, prompt, settings, fresh=fresh)
         state["rounds-step"] = state.pop("rounds-linked-step", len(state["rounds-result"].spec.rounds))
     state["rounds-request"] = request  # also after a failure, so a bad setting is not retried in a loop
 
@@ -55,9 +55,8 @@ run = comparison.spec
 
 ok, message = figures.fidelity(comparison)
 (st.success if ok else st.warning)(message)
-controls.shared_note(comparison)
-for column, (label, value, help_text) in zip(st.columns(7), figures.headline(comparison)):
-    column.metric(label, value, help=help_text)
+service.shared_note(comparison)
+controls.headline(comparison)
 tree = run.settings.get("tree", {})
 shape = f" · tree of {tree['budget']} nodes ({tree['mode']}, {tree['branching']} children per node)" if tree.get("budget") else ""
 st.caption(f"{run.draft} → {run.target} · γ={run.settings['gamma']}{' (adaptive)' if run.settings['adaptive'] else ''}{shape} · "

@@ -17,12 +17,12 @@ controls.page_intro(
 
 room.room_bar(room.page_id(__file__))
 LINK = [*controls.pair_params("dl"), links.Param("dl-gammas", "gammas", tuple, item=int, limits=(1, 12)),
-        links.Param("dl-repeats", "repeats", int, limits=(1, 5)), *controls.decoding_params("dl", with_gamma=False)]
+        links.Param("dl-pairs", "pairs", int, limits=(1, 5)), *controls.decoding_params("dl", with_gamma=False)]
 links.restore(LINK)
 with st.sidebar:
     target, draft = controls.pair_pickers("dl", "Sweep settings")
     low, high = st.slider("Draft lengths γ", 1, 12, (1, 8), key="dl-gammas")
-    repeats = st.slider("Repeats per point (median time)", 1, 5, 1, key="dl-repeats")
+    pairs = sweep_controls.pairs_slider("dl")
     tree_depth = st.slider("Also a token tree of N = γ nodes at each point, this deep (0 = chains only)", 0, 8, 0,
                            key="dl-tree-depth", help="The tree verifies as many drafted tokens per round as the chain "
                                                      "of γ; 2 children per expanded node, EAGLE-2's dynamic shape")
@@ -38,20 +38,17 @@ gammas = list(range(low, high + 1))
 run_clicked = sweep_controls.buttons("dl", "Run sweep", disabled=settings is None,
                                 stop_help="Ends the sweep after the point being measured; the points done are kept")
 if run_clicked and settings is not None:
-    def measure(on_point, should_stop):
-        model = controls.get_target(target)
-        sweeps.gamma_sweep(model, draft, prompts, gammas, settings, load=controls.loader(), on_point=on_point,
-                           should_stop=should_stop, repeats=repeats, tree_depth=tree_depth)
-
     setup = {"target": target, "draft": draft, "prompts": prompts, "settings": settings, "gammas": gammas}
-    sweep_controls.run("dl", sweeps.Sweep(len(prompts) * len(gammas) * (2 if tree_depth else 1), setup), measure,
-                 lambda p: f"{'tree of ' + str(p.gamma) + ' nodes' if p.draft != draft else 'γ=' + str(p.gamma)} "
-                           f"on prompt {p.prompt_index + 1}", "run the sweep")
+    sweep_controls.run("dl", sweeps.Sweep(len(prompts) * len(gammas) * (2 if tree_depth else 1), setup), "gamma_sweep",
+                       lambda p: f"{'tree of ' + str(p.gamma) + ' nodes' if p.draft != draft else 'γ=' + str(p.gamma)} "
+                                 f"on prompt {p.prompt_index + 1}", "run the sweep",
+                       target=target, draft=draft, prompts=prompts, gammas=gammas, settings=settings, pairs=pairs,
+                       tree_depth=tree_depth)
 
 sweep = sweep_controls.result("dl", "points")
 if sweep is None:
-    st.info("Pick a draft, one or more prompts and a range of γ, then press **Run sweep**. The target alone is "
-            "measured once per prompt; every γ is timed against it.")
+    st.info("Pick a draft, one or more prompts and a range of γ, then press **Run sweep**. Every γ is timed in pairs "
+            "with the target alone on the same prompt.")
     st.stop()
 
 points, setup = sweep.points, sweep.setup
@@ -71,7 +68,9 @@ st.caption(f"{setup['draft']} → {setup['target']} · {len(setup['prompts'])} p
            f"{s.verification.mode} verification · {points[0].comparison.spec.device}")
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("best γ (measured)", best, help="the γ with the highest measured speedup over all prompts")
-m2.metric("speedup at best γ", f"{best_row['speedup']:.2f}×", help="total target-alone seconds ÷ total speculative seconds")
+m2.metric("speedup at best γ", f"{best_row['speedup']:.2f}×",
+          help=f"the median of its timed pairs ({best_row['speedup_low']:.2f}–{best_row['speedup_high']:.2f}), each pair "
+               "the target alone's seconds ÷ the drafter's, summed over the prompts")
 m3.metric("α per tested token", f"{alpha:.2f}",
           help=f"the theory's α over the whole sweep: the acceptance probability of a tested draft, implied by the "
                f"tokens per round (accepted ÷ drafted is lower: drafts after a rejection are never tested); "

@@ -1,17 +1,18 @@
-"""Compare drafts: several drafters on the same prompts, seed and γ, against one shared baseline."""
+"""Compare drafts: several drafters on the same prompts, seed and γ, each timed in pairs with the target alone."""
 
 import streamlit as st
 
 from specviz.app import controls, links, race_controls, room, sweep_controls
 from specviz.app.views import figures, sweep_charts, tokens
 from specviz.lab import sweeps
+from specviz.lab.measure import speedup_text
 
 st.set_page_config(page_title="Compare drafts · SpecViz", page_icon="🔎", layout="wide")
 controls.page_intro(
     "Compare drafts — accuracy against cost",
     "The best draft is not the most accurate one: speedup needs a high acceptance α *and* a low cost c per "
     "drafted token, so a fast, weaker draft can beat a strong, slow one. Each drafter here runs on the same "
-    "prompts with the same γ and seed, timed against the same target-alone baseline. With a token tree (sidebar) each "
+    "prompts with the same γ and seed, timed in turn with the target alone, pair by pair. With a token tree (sidebar) each "
     "drafter also runs as a chain that verifies as many tokens, so you see what branching buys.",
 )
 
@@ -19,7 +20,7 @@ room.room_bar(room.page_id(__file__))
 options = controls.draft_options()
 LINK = [links.Param("cmp-target", "target", choices=controls.offered(controls.target_options)),
         links.Param("cmp-drafts", "drafts", list, item=str, choices=controls.offered(controls.draft_options)),
-        links.Param("cmp-repeats", "repeats", int, limits=(1, 5)), *controls.decoding_params("cmp")]
+        links.Param("cmp-pairs", "pairs", int, limits=(1, 5)), *controls.decoding_params("cmp")]
 links.restore(LINK)
 named = [o for o in options if o not in ("suffix", "auto", "ngram", "target") and not o.startswith("layerskip")]
 default = ["suffix", "auto", "ngram", *named[:1]][:4]  # the suffix and n-gram lookups (no model), auto's choice, a head
@@ -30,7 +31,7 @@ with st.sidebar:
                             key="cmp-drafts", max_selections=sweeps.MAX_DRAFTS,
                             accept_new_options=not room.locked(),
                             help=controls.ROOM_HELP if room.locked() else controls.MODEL_HELP)
-    repeats = st.slider("Repeats per run (median time)", 1, 5, 1, key="cmp-repeats")
+    pairs = sweep_controls.pairs_slider("cmp")
     settings = None
     with controls.error_box("use these settings"):
         settings = controls.decoding_controls("cmp")
@@ -48,15 +49,9 @@ run_clicked = sweep_controls.buttons("cmp", "Run comparison", disabled=not valid
 if run_clicked and valid and settings is not None:
     setup = {"target": target, "drafts": list(drafts), "prompts": prompts, "settings": settings, "parameters": {}}
     runs = sweeps.variants(list(drafts), settings)
-
-    def measure(on_point, should_stop):
-        model = controls.get_target(target)
-        setup["parameters"] = {label: sweeps.draft_parameters(spec, model, controls.loader()) for label, spec, _ in runs}
-        sweeps.compare_drafts(model, drafts, prompts, settings, load=controls.loader(), on_point=on_point,
-                              should_stop=should_stop, repeats=repeats)
-
-    sweep_controls.run("cmp", sweeps.Sweep(len(prompts) * len(runs), setup), measure,
-                 lambda p: f"{p.draft} on prompt {p.prompt_index + 1}", "run the comparison")
+    sweep_controls.run("cmp", sweeps.Sweep(len(prompts) * len(runs), setup), "compare_drafts",
+                       lambda p: f"{p.draft} on prompt {p.prompt_index + 1}", "run the comparison",
+                       target=target, drafts=list(drafts), prompts=prompts, settings=settings, pairs=pairs)
 
 sweep = sweep_controls.result("cmp", "runs")
 if sweep is None:
@@ -101,7 +96,7 @@ def outputs():
         c = point.comparison
         column.markdown(f"**{point.draft}**")
         column.caption(f"α {c.spec.acceptance_rate:.2f} · {c.spec.mean_accepted_tokens:.2f} tokens / round · "
-                       f"{c.speedup:.2f}× · {figures.fidelity(c)[1]}")
+                       f"{speedup_text(c)} · {figures.fidelity(c)[1]}")
         column.html(tokens.output_html(c.spec))
 
 

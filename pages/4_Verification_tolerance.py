@@ -3,9 +3,8 @@
 import numpy as np
 import streamlit as st
 
-from specviz.app import controls, links, room
+from specviz.app import controls, links, room, service
 from specviz.app.views import theory_charts, tokens
-from specviz.drafters import build_drafter
 from specviz.lab import quality
 
 st.set_page_config(page_title="Verification tolerance · SpecViz", page_icon="🔎", layout="wide")
@@ -13,7 +12,7 @@ controls.page_intro(
     "Verification tolerance — speed vs quality",
     "Exact verification keeps only the drafts the target would have produced itself; relaxed verification also "
     "keeps near-misses, so α and the speed rise while the output drifts from the exact one — measured here, one "
-    "tolerance at a time, against the same baseline.",
+    "tolerance at a time, each run timed in a pair with the target alone.",
 )
 
 room.room_bar(room.page_id(__file__))
@@ -48,24 +47,23 @@ links.link_box(st.sidebar)
 prompts = [prompt] + others[: int(extra)]
 
 state = st.session_state
-st.caption(f"{len(values) + 1} runs of {len(prompts)} prompt(s) after one baseline each: exact, then "
+st.caption(f"{len(values) + 1} runs of {len(prompts)} prompt(s), each timed in a pair with the target alone: exact, then "
            + ", ".join(f"{'τ' if greedy else 'l'}={v:g}" for v in values)
            + ". Leaving the page or changing a control stops the sweep; the points done are kept.")
 if st.button("Run sweep", type="primary", key="tol-run", disabled=settings is None):
     state.pop("tol-sweep", None)
     state["tol-sweep-cat"] = category  # the workload the sweep ran on (math answers can be checked)
-    with controls.error_box("run the sweep"), controls.exclusive():
-        model = controls.get_target(target)
-        make = lambda: build_drafter(draft, model, controls.loader())  # noqa: E731 — a fresh drafter per run
-        make()  # refuse an unknown or incompatible draft before timing anything
-        progress = st.progress(0.0, text="Measuring the target alone, then exact verification…")
+    progress = st.progress(0.0, text="Exact verification first, each run timed in a pair with the target alone…")
 
-        def on_point(sweep: quality.Sweep, done: int, total: int) -> None:
-            state["tol-sweep"] = sweep  # kept as it grows, so a stopped sweep still shows its points
-            progress.progress(done / total, text=f"{done} of {total} verification rules measured…")
+    def on_event(event) -> None:
+        _, sweep, done, total = event
+        state["tol-sweep"] = sweep  # kept as it grows, so a stopped sweep still shows its points
+        progress.progress(done / total, text=f"{done} of {total} verification rules measured…")
 
-        quality.tolerance_sweep(model, make, prompts, settings, values, top_k=top_k, on_point=on_point)
-        progress.empty()
+    with controls.error_box("run the sweep"):
+        service.run_job("tolerance_sweep", on_event, target=target, draft=draft, prompts=prompts, settings=settings,
+                        values=values, top_k=top_k, pairs=1)
+    progress.empty()
 
 sweep = state.get("tol-sweep")
 if sweep is None:

@@ -46,6 +46,20 @@ else:
     st.caption(f"◆ {len(measured)} measured run(s) from this session at their mean γ and measured speedup. Each has its "
                "own α and c (hover), so compare it with the curve of those values, not only the one drawn.")
 
+st.subheader("Timing noise: why two runs of the same thing differ")
+st.write("A measured speedup divides two timings. On a shared machine every run is slowed by whatever else runs at "
+         "that moment: other visitors' pages, other programs, the processor's own clock. That is a few percent on a quiet "
+         "machine and far more on a busy one. Timing the target alone once and speculative decoding later would divide "
+         "two different moments, and a busy moment during the target's run would flatter every speedup after it.")
+st.write("So SpecViz times the two **in turn, pair by pair** (A B, B A, A B …): a busy moment slows both runs of a "
+         "pair, and the pair's ratio still holds. The speedup shown is the **median** of the pairs' ratios, with their "
+         "**range** as its spread, e.g. *1.17× (1.12–1.21 over 3 pairs)*. When the range is wider than 15% of the median "
+         "the page says so, and shows the range instead of one confident figure.")
+if (pairs_chart := theory_charts.pairs_figure(st.session_state)) is not None:
+    st.plotly_chart(pairs_chart, key="theory-pairs")
+else:
+    st.caption("Runs you make on Home, Rounds, Draft length or Compare drafts appear here, one dot per timed pair.")
+
 st.subheader("High vs low acceptance")
 st.write(f"The same γ={gamma}, c={c:.2f} and v={v:.2f}; only how often the target agrees with the draft changes.")
 for column, example_alpha, title in zip(st.columns(2), (0.8, 0.3), ("High acceptance", "Low acceptance")):

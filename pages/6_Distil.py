@@ -3,10 +3,10 @@
 import pandas as pd
 import streamlit as st
 
-from specviz.app import controls, links, room
+from specviz.app import controls, links, room, service
 from specviz.app.views import training_charts
 from specviz.models import user_drafts_dir
-from specviz.training import quick, train_head
+from specviz.training import quick
 
 st.set_page_config(page_title="Distil · SpecViz", page_icon="🔎", layout="wide")
 controls.page_intro(
@@ -57,41 +57,35 @@ name = f"my-head-{documents // 1000}k-s{steps}" if kind == "draft head" else f"m
 state = st.session_state
 
 
-def on_step_of(losses: list[dict], bar, curve):
-    def on_step(row: dict) -> None:
-        losses.append(row)  # kept in session state as it grows: a stop keeps the curve
-        bar.progress((row["step"] + 1) / steps, text=f"step {row['step'] + 1}/{steps} · loss {row['loss']:.3f}")
-        if row["step"] % 5 == 0 or row["step"] + 1 == steps:
+def distil(job: str, cfg, what: str) -> None:
+    """Train in the measurement worker (it owns the target), drawing the loss curve as the steps come."""
+    losses: list[dict] = []
+    state["ds-result"] = {"name": name, "losses": losses, "evaluation": None}
+    status = st.status("Waiting for the measurement worker…")
+    bar, curve = st.progress(0.0, text="Training…"), st.empty()
+
+    def on_event(event) -> None:
+        kind, value = event
+        if kind == "say":
+            status.update(label=value)
+            return
+        losses.append(value)  # kept in session state as it grows: a stop keeps the curve
+        bar.progress((value["step"] + 1) / steps, text=f"step {value['step'] + 1}/{steps} · loss {value['loss']:.3f}")
+        if value["step"] % 5 == 0 or value["step"] + 1 == steps:
             curve.line_chart(pd.DataFrame(losses).set_index("step")[["loss"]], height=220)
-    return on_step
+
+    with controls.error_box(what):
+        state["ds-result"]["evaluation"] = service.run_job(job, on_event, cfg=cfg, per_category=eval_prompts)
+        status.update(label=f"Trained {name}", state="complete")
 
 
-if kind == "draft head" and st.button(f"Distil {name}", type="primary", key="ds-run"):
-    cfg = quick.small_head_config(name, steps, samples, per_category, answer_tokens, documents)
-    losses: list[dict] = []
-    state["ds-result"] = {"name": name, "losses": losses, "evaluation": None}
-    with controls.error_box("train the head"), controls.exclusive():
-        target = controls.get_target(cfg.target)
-        with st.status("The target answers the training prompts and reads the documents…") as status:
-            bar, curve = st.progress(0.0, text="Training…"), st.empty()
-            folder = train_head.train_head(cfg, target, progress=False, say=status.write,
-                                           on_step=on_step_of(losses, bar, curve))
-            status.update(label=f"Trained {name}", state="complete")
-        with st.spinner("Racing the new head against the shipped drafts on evaluation prompts…"):
-            state["ds-result"]["evaluation"] = quick.race_head(folder, target, eval_prompts)
-elif kind != "draft head" and st.button(f"Distil {name}", type="primary", key="ds-run"):
-    cfg = quick.small_draft_config(name, layers, hidden, steps, samples, per_category, answer_tokens)
-    losses: list[dict] = []
-    state["ds-result"] = {"name": name, "losses": losses, "evaluation": None}
-    with controls.error_box("distil the draft"), controls.exclusive():
-        target = controls.get_target(cfg.target)
-        with st.status("The target answers the training prompts…") as status:
-            data = quick.draft_data(cfg, target)
-            status.update(label=f"Data: {len(data.sequences)} answers, {data.answer_tokens:,} tokens", state="complete")
-        bar, curve = st.progress(0.0, text="Training…"), st.empty()
-        folder = quick.train_draft(cfg, target, data, on_step_of(losses, bar, curve))
-        with st.spinner("Racing the new draft against the shipped ones on evaluation prompts…"):
-            state["ds-result"]["evaluation"] = quick.race_draft(folder, target, eval_prompts)
+if st.button(f"Distil {name}", type="primary", key="ds-run"):
+    if kind == "draft head":
+        distil("distil_head", quick.small_head_config(name, steps, samples, per_category, answer_tokens, documents),
+               "train the head")
+    else:
+        distil("distil_draft", quick.small_draft_config(name, layers, hidden, steps, samples, per_category,
+                                                        answer_tokens), "distil the draft")
 
 result = state.get("ds-result")
 if not result:

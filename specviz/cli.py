@@ -17,11 +17,10 @@ import torch
 
 from . import race
 from .config import TREE_MODES, Decoding, Sampling, TreeShape, Verification
-from .drafters import build_drafter
+from .drafters import DRAFTERS, build_drafter, kind_of
 from .errors import OUT_OF_MEMORY, ConfigError, SpecVizError
 from .lab.bench import BENCH_FIELDS, bench_rows, warm_up_bench  # noqa: F401 — BENCH_FIELDS is re-exported
-from .lab.measure import compare, timed
-from .lab.peer import has_equivalent
+from .lab.measure import MAX_PAIRS, PAIRS, compare, noise_warning, speedup_text, timed
 from .models import DEFAULT_TARGET, available_models, load_model
 from .prompts import check_prompt, first_per_category, load_prompt_set, read_jsonl
 from .records import ACCEPTED, BONUS, REJECTED, RESAMPLED, TARGET, Comparison
@@ -48,6 +47,14 @@ def _at_least(low: int):
     return whole
 
 
+def _pairs(text: str) -> int:
+    """An argparse type: how many timed pairs, 1 to MAX_PAIRS."""
+    value = _at_least(1)(text)
+    if value > MAX_PAIRS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_PAIRS}, got {value}")
+    return value
+
+
 def _contexts(text: str) -> tuple[int, ...]:
     """An argparse type: comma-separated context lengths, each a whole number >= 2."""
     values = tuple(_at_least(2)(part.strip()) for part in text.split(",") if part.strip())
@@ -66,7 +73,7 @@ def _concurrency(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _add_decoding(p: argparse.ArgumentParser) -> None:
+def _add_decoding(p: argparse.ArgumentParser, pairs: int = PAIRS) -> None:
     p.add_argument("--target", default=DEFAULT_TARGET, help="target model: default, a local folder or a hub id")
     p.add_argument("--gamma", type=int, default=4, help="draft length γ (default 4)")
     p.add_argument("--adaptive", action="store_true", help="adaptive γ: +2 after a fully accepted round, -1 otherwise")
@@ -87,7 +94,9 @@ def _add_decoding(p: argparse.ArgumentParser) -> None:
     p.add_argument("--raw", action="store_true", help="send the prompt as raw text, without the chat template")
     p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda, mps")
     p.add_argument("--dtype", default="auto", help="auto (fp32 on CPU, bf16 on GPU), fp32, bf16, fp16")
-    p.add_argument("--repeats", type=_at_least(1), default=1, help="time each run N times and use the median")
+    p.add_argument("--pairs", "--repeats", dest="pairs", type=_pairs, default=pairs,
+                   help=f"time the target alone and the speculative run N times each, in pairs, alternating which goes "
+                        f"first; the speedup is the median of the pairs' ratios (default {pairs}, at most {MAX_PAIRS})")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -105,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print the full record as JSON")
 
     bench = sub.add_parser("bench", help="many prompts and drafts; one JSON line per prompt and draft")
-    _add_decoding(bench)
+    _add_decoding(bench, pairs=1)
     bench.add_argument("--draft", action="append", required=True, help="repeat for several drafts")
     bench.add_argument("--prompts", required=True,
                        help="JSONL file, one object per line with id and prompt; or eval / train: the project's own sets")
@@ -115,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--limit", type=_at_least(0), default=0, help="use only the first N prompts (0 = all)")
     bench.add_argument("--tree-vs-chain", action="store_true",
                        help="with --tree-budget N: also run each draft as a chain of γ=N (the same tokens verified), "
-                            "against the same baselines")
+                            "each timed in pairs with the target alone")
     bench.add_argument("--compare-hf", action="store_true",
                        help="also time transformers' generate with the same drafter and γ (assisted / prompt lookup)")
     cost = sub.add_parser("verify-cost", help="time one target forward over a token tree of N nodes: v(N) in target steps")
@@ -176,20 +185,19 @@ class ModelPool:
 
 
 def cmd_models(args) -> int:
-    rows = available_models()
-    drafters = [
-        {"name": "ngram", "kind": "drafter", "title": "prompt lookup (n-gram), no model", "parameters": 0, "path": "", "offline": True},
-        {"name": "layerskip:K", "kind": "drafter", "title": "target's first K layers (self-draft)", "parameters": 0, "path": "", "offline": True},
-        {"name": "target", "kind": "drafter", "title": "the target drafting for itself (control)", "parameters": 0, "path": "", "offline": True},
-    ]
-    rows = [{**r, "role": "target or draft"} for r in rows] + [{**d, "role": "draft"} for d in drafters]
+    """Every model found here, then every drafter kind of the registry (a new kind appears without a line here)."""
+    rows = [{**r, "role": "target or draft"} for r in available_models()]
+    rows += [{"name": name, "kind": "drafter", "title": kind.about, "usage": kind.usage, "parameters": 0, "path": "",
+              "offline": True, "role": "draft", "learns_across_runs": kind.learns, "transformers": kind.peer or None}
+             for name, kind in DRAFTERS.items() if name != "model"]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     print(f"{'name':<18} {'role':<16} {'kind':<14} {'params':>12}  {'offline':<7} path / description")
     for r in rows:
         params = f"{r['parameters']:,}" if r.get("parameters") else "-"
-        print(f"{r['name']:<18} {r['role']:<16} {r['kind']:<14} {params:>12}  {'yes' if r['offline'] else 'no':<7} {r['path'] or r['title']}")
+        about = r["path"] or (f"{r['title']} (as {r['usage']})" if r.get("usage") else r["title"])
+        print(f"{r['name']:<18} {r['role']:<16} {r['kind']:<14} {params:>12}  {'yes' if r['offline'] else 'no':<7} {about}")
     print("\nAny Hugging Face model id or local model folder also works as target or draft (hub ids need internet).")
     return 0
 
@@ -229,7 +237,7 @@ def _figures(c: Comparison | None, run) -> list[tuple[str, str]]:
     if c is not None:
         rows += [
             ("baseline tokens/s", f"{c.baseline.tokens_per_second:.1f}"),
-            ("measured speedup", f"{c.speedup:.2f}x"),
+            ("measured speedup", speedup_text(c)),
             ("α per tested draft (theory's α)", f"{run.implied_alpha:.3f}"),
             ("cost ratio c", f"{c.cost_ratio:.3f}"),
             ("verify cost v (target steps)", f"{c.verify_cost:.2f}"),
@@ -264,9 +272,9 @@ def cmd_run(args) -> int:
     make = functools.partial(build_drafter, args.draft, target, pool)  # a fresh drafter per run
     make()  # refuse an incompatible or unknown draft before any timing
     if args.no_baseline:
-        run, comparison = timed(target, make, args.prompt, settings, args.repeats)[0], None
+        run, comparison = timed(target, make, args.prompt, settings, args.pairs)[0], None
     else:
-        comparison = compare(target, make, args.prompt, settings, repeats=args.repeats)
+        comparison = compare(target, make, args.prompt, settings, pairs=args.pairs)
         run = comparison.spec
     if args.json:
         record = comparison.to_dict() if comparison else run.to_dict()
@@ -279,6 +287,8 @@ def cmd_run(args) -> int:
     print("\nlegend: accepted  ~rejected~  [resampled]  {bonus}  plain = target alone   | ends a round\n")
     for name, value in _figures(comparison, run):
         print(f"  {name:<32} {value}")
+    if comparison is not None and (warning := noise_warning(comparison)):
+        print(f"\n  note: {warning}")
     return 0
 
 
@@ -296,10 +306,10 @@ def cmd_bench(args) -> int:
     target = pool(args.target)
     makers = {}
     for spec in args.draft:
-        drafter = build_drafter(spec, target, pool)  # refuse bad drafts up front
-        if args.compare_hf and not has_equivalent(drafter):
-            raise ConfigError(f"--compare-hf: transformers' generate has no equivalent of the {drafter.kind} drafter "
-                              f"{spec}; bench it without --compare-hf (or compare ngram and model drafts only)")
+        build_drafter(spec, target, pool)  # refuse bad drafts up front
+        if args.compare_hf and not kind_of(spec).peer:
+            raise ConfigError(f"--compare-hf: transformers' generate has no equivalent of the drafter {spec}; bench it "
+                              "without --compare-hf (or compare drafters that have one: `python -m specviz models --json`)")
         makers[spec] = (lambda s=spec: build_drafter(s, target, pool))
     from tqdm import tqdm
 
@@ -307,7 +317,7 @@ def cmd_bench(args) -> int:
     rows = []
     with out_path.open("w", encoding="utf-8") as out, \
             tqdm(total=len(prompts) * len(makers) * len(variants), file=sys.stderr, unit="run") as bar:
-        for row in bench_rows(target, makers, prompts, variants, args.repeats, args.compare_hf,
+        for row in bench_rows(target, makers, prompts, variants, args.pairs, args.compare_hf,
                               on_run=bar.set_description, warm=False):
             out.write(json.dumps(row) + "\n")
             out.flush()

@@ -322,12 +322,18 @@ def _check_types(run: Run) -> None:
 
 @dataclass
 class Comparison:
-    """A speculative run beside the target-alone baseline: same prompt, same settings."""
+    """A speculative run beside the target-alone baseline: same prompt, same settings.
+
+    A paired comparison (`paired`) timed the two in turn, pair by pair (specviz.lab.measure.compare): its
+    speedup is the median of the pairs' ratios, so a moment when the machine was busy slows both runs of a
+    pair and not one side of the comparison. `spec` and `baseline` are the runs of the median pair.
+    """
 
     spec: Run
     baseline: Run
-    spec_times: list[float] = field(default_factory=list)  # wall times of repeated runs (median used)
+    spec_times: list[float] = field(default_factory=list)  # wall time of each timed run, in pair order
     baseline_times: list[float] = field(default_factory=list)
+    paired: bool = False  # spec_times[i] and baseline_times[i] were timed back to back (pair i)
 
     @property
     def spec_seconds(self) -> float:
@@ -338,9 +344,29 @@ class Comparison:
         return statistics.median(self.baseline_times) if self.baseline_times else self.baseline.seconds
 
     @property
+    def pair_ratios(self) -> list[float]:
+        """Each pair's baseline seconds ÷ speculative seconds (one ratio for an unpaired comparison)."""
+        if self.paired and self.spec_times and len(self.spec_times) == len(self.baseline_times):
+            return [b / s for b, s in zip(self.baseline_times, self.spec_times) if s > 0]
+        return [self.baseline_seconds / self.spec_seconds] if self.spec_seconds > 0 else []
+
+    @property
+    def pairs(self) -> int:
+        """How many pairs were timed (0 for a comparison whose runs were not timed in pairs)."""
+        return len(self.pair_ratios) if self.paired else 0
+
+    @property
     def speedup(self) -> float:
-        """Measured: baseline seconds / speculative seconds (medians over repeats)."""
-        return self.baseline_seconds / self.spec_seconds if self.spec_seconds > 0 else 0.0
+        """Measured: the median of the pairs' ratios (baseline seconds ÷ speculative seconds); unpaired, the
+        ratio of the median times."""
+        ratios = self.pair_ratios
+        return statistics.median(ratios) if ratios else 0.0
+
+    @property
+    def speedup_range(self) -> tuple[float, float]:
+        """The lowest and highest pair ratio: the spread shown beside the speedup."""
+        ratios = self.pair_ratios or [0.0]
+        return min(ratios), max(ratios)
 
     @property
     def identical(self) -> bool:
@@ -390,6 +416,9 @@ class Comparison:
             "spec_seconds": self.spec_seconds,
             "baseline_seconds": self.baseline_seconds,
             "speedup": self.speedup,
+            "speedup_low": self.speedup_range[0],
+            "speedup_high": self.speedup_range[1],
+            "pairs": self.pairs,
             "identical": self.identical,
             "agreement": self.agreement,
             "cost_ratio": self.cost_ratio,
@@ -404,6 +433,7 @@ class Comparison:
             "baseline": self.baseline.to_dict(),
             "spec_times": self.spec_times,
             "baseline_times": self.baseline_times,
+            "paired": self.paired,
         }
 
     @classmethod
@@ -418,7 +448,22 @@ class Comparison:
             Run.from_dict(data["baseline"]),
             list(data.get("spec_times", [])),
             list(data.get("baseline_times", [])),
+            bool(data.get("paired", False)),
         )
+
+
+def pooled_pair_ratios(comparisons: list[Comparison]) -> list[float]:
+    """Pair i of every comparison pooled: Σ baseline seconds ÷ Σ speculative seconds of the i-th pairs (for a
+    group of prompts: one ratio per pair index, as many as the fewest pairs of any comparison)."""
+    n = min((len(c.pair_ratios) for c in comparisons), default=0)
+    if not all(c.paired for c in comparisons):
+        spec = sum(c.spec_seconds for c in comparisons)
+        return [sum(c.baseline_seconds for c in comparisons) / spec] if spec > 0 else []
+    ratios = []
+    for i in range(n):
+        spec = sum(c.spec_times[i] for c in comparisons)
+        ratios.append(sum(c.baseline_times[i] for c in comparisons) / spec if spec > 0 else 0.0)
+    return ratios
 
 
 def dumps(record: Run | Comparison) -> str:

@@ -214,3 +214,18 @@ def tiny_head_dir(target, tmp_path_factory):
     save_head(training.model, info_for(cfg, target, vocab, data, training), cfg.out_dir)
     torch.set_num_threads(before)
     return cfg.out_dir
+
+
+@pytest.fixture
+def no_model(monkeypatch):
+    """The page may not start the measurement worker or run a job in it: it must draw from recordings alone.
+    (Home starts the worker as its last line; that call is kept here as a no-op.)"""
+    from specviz.app import service
+    from specviz.lab.worker import Worker
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the page asked the measurement worker for a model")
+
+    monkeypatch.setattr(service, "start_worker", lambda: None)
+    monkeypatch.setattr(Worker, "_start", refuse)
+    monkeypatch.setattr(Worker, "run", refuse)

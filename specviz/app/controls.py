@@ -1,8 +1,7 @@
-"""The Streamlit side of SpecViz: cached models, shared controls, error boxes, exports.
+"""The Streamlit side of SpecViz: the pickers and sliders pages share, error boxes, exports, the demo run.
 
-Pages call these helpers and render records; every model call goes through the library.
-Models are cached once per process with `st.cache_resource` and shared by every browser
-session, so nothing here mutates a model: per-run state lives inside each run.
+Pages call these helpers and render records. Measured runs go through `service` (the line and the
+measurement worker, which owns every model); nothing here loads a model.
 """
 
 from __future__ import annotations
@@ -10,28 +9,22 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import threading
-import uuid
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 import torch
 
-from streamlit.runtime.scriptrunner import get_script_run_ctx
-
-from ..config import Decoding, Sampling, TreeShape, Verification  # noqa: F401 — Decoding is re-exported for pages
-from ..drafters import build_drafter
-from ..drafters.head_net import is_head
+from .. import drafters
+from ..config import Decoding, Sampling, TreeShape, Verification
 from ..errors import OUT_OF_MEMORY, SpecVizError
-from ..lab import measure
-from ..models import DEFAULT_TARGET, draft_folders, load_model, pick_device
-from ..prompts import CATEGORIES, check_prompt, load_prompt_set
+from ..lab.worker import Cancelled
+from ..models import DEFAULT_TARGET, pick_device
+from ..prompts import CATEGORIES, load_prompt_set
 from ..records import Comparison, load_comparisons, loads
 from . import links, page_list, room
-from .run_queue import RunQueue
-from .shared_runs import SharedRuns, run_key
-from .views import tables
+from ..lab.measure import noise_warning
+from .views import figures, tables
 from .views.tokens import legend_html
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
@@ -47,7 +40,10 @@ SWEEP_COLUMNS = {
         help="the theory's α: the acceptance probability of a draft that is tested (drafts after a rejection never "
              "are), implied by the tokens per round"),
     "mean_accepted": st.column_config.NumberColumn("tokens / round", format="%.2f"),
-    "speedup": st.column_config.NumberColumn("measured speedup", format="%.2f×"),
+    "speedup": st.column_config.NumberColumn("measured speedup", format="%.2f×",
+                                             help="the median of the timed pairs' ratios (target alone ÷ speculative)"),
+    "speedup_low": st.column_config.NumberColumn("lowest pair", format="%.2f×", help="the spread: the lowest pair's ratio"),
+    "speedup_high": st.column_config.NumberColumn("highest pair", format="%.2f×", help="the highest pair's ratio"),
     "theoretical_speedup": st.column_config.NumberColumn("theory", format="%.2f×"),
     "c": st.column_config.NumberColumn("c", format="%.3f"),
     "draft_ms_per_token": st.column_config.NumberColumn("draft ms / token", format="%.2f"),
@@ -55,87 +51,9 @@ SWEEP_COLUMNS = {
 }
 
 
-@st.cache_resource(show_spinner=False)
-def _loaded_names() -> tuple[threading.Lock, list[str]]:
-    return threading.Lock(), []
-
-
-@st.cache_resource(show_spinner=False, max_entries=8)
-def cached_model(name: str, device: str = "auto", dtype: str = "auto"):
-    """Loaded once per process and shared by all sessions: read-only from here on."""
-    model = load_model(name, device, dtype)
-    lock, names = _loaded_names()
-    with lock:
-        names.append(name)
-    return model
-
-
-def loaded_models() -> list[str]:
-    """Models this app process has loaded so far (pages that need none show it)."""
-    lock, names = _loaded_names()
-    with lock:
-        return list(names)
-
-
-@st.cache_resource(show_spinner=False)
-def run_queue() -> RunQueue:
-    """The one line for measured runs in this process, shared by every session."""
-    return RunQueue()
-
-
-def _about(seconds: float) -> int:
-    """A wait as a learner reads it: whole seconds under 10 s, then steps of 5 s (so the note is not
-    redrawn in every session every second while the figure hardly moves)."""
-    return round(seconds) if seconds < 10 else 5 * round(seconds / 5)
-
-
-def _waiting_text(position: int, seconds: float | None, typical: float | None) -> str:
-    ahead = "1 run is" if position == 1 else f"{position} runs are"
-    wait = (f"about {_about(seconds)} s to wait (recent runs took {typical:.0f} s each)" if seconds is not None
-            else "no run has finished yet to estimate the wait from")
-    return (f"**You are number {position + 1} in the line** for a measured run: {ahead} ahead of yours; {wait}. "
-            "Measured runs go one at a time so that every timing is honest; recorded runs replay at once.")
-
-
-@contextlib.contextmanager
-def exclusive():
-    """One measured run at a time in this process: sessions running at once on the same CPU/GPU
-    would slow each other down and make every timing wrong. A session that must wait sees its place
-    in the line and an estimate of its wait, updated every second; leaving the page leaves the line."""
-    queue, note, shown = run_queue(), st.empty(), [""]
-
-    def on_wait(position: int, seconds: float | None) -> None:
-        text = _waiting_text(position, seconds, queue.typical_run())
-        if text != shown[0]:  # only a change goes to the browser
-            note.info(text, icon="⏳")
-            shown[0] = text
-
-    who = getattr(get_script_run_ctx(suppress_warning=True), "session_id", "?")[:8]
-    with queue.turn(who, on_wait, poll=1.0, priority=room.is_presenter()):
-        note.empty()
-        yield
-
-
-def loader(device: str = "auto", dtype: str = "auto"):
-    return lambda name: cached_model(name, device, dtype)
-
-
-def get_target(name: str, device: str = "auto", dtype: str = "auto"):
-    """The target, with visible progress the first time (the GGUF conversion takes ~20 s once)."""
-    with st.status(f"Loading {name}…", expanded=False) as status:
-        model = cached_model(name, device, dtype)
-        status.update(label=f"{name} ready on {model.device}", state="complete")
-    return model
-
-
 def draft_options() -> list[str]:
-    """What the draft pickers offer out of the box: shipped drafts, model-free and self drafts."""
-    # ngram first (Home runs it at γ=4, where it pays off most on this CPU), the suffix drafter, auto (suffix, a head or
-    # none, chosen each round), then the head drafters: ngram+head beats
-    # ngram at γ=2 and the head alone breaks even (README, Draft heads); the distilled tiny drafts lose.
-    heads = [folder.name for _, folder in draft_folders() if is_head(folder)]
-    models = [folder.name for _, folder in draft_folders() if not is_head(folder)]
-    return ["ngram", "suffix", "auto"] + [f"ngram+{h}" for h in heads] + heads + models + ["layerskip:4", "layerskip:8", "layerskip:15", "target"]
+    """What the draft pickers offer out of the box: every drafter kind's offers, in the registry's order."""
+    return drafters.offered()
 
 
 def target_options() -> list[str]:
@@ -225,6 +143,8 @@ def error_box(what: str = "run"):
     """Show a user error as one clear box; the rest of the page and earlier results stay usable."""
     try:
         yield
+    except Cancelled:  # the visitor left, or pressed Stop: nobody waits for a message
+        _log.info("a job was given up while trying to %s", what)
     except SpecVizError as exc:
         st.error(f"Could not {what}: {exc}", icon="⚠️")
     except torch.OutOfMemoryError:
@@ -299,110 +219,6 @@ def tree_controls(key: str) -> TreeShape:
     return TreeShape(budget=budget, branching=branching, mode=mode)
 
 
-def baseline_key(target: str, prompt: str, settings: Decoding) -> str:
-    """The baseline depends on the prompt, sampling, length and seed — not on γ, draft or rule."""
-    return json.dumps([target, prompt, settings.max_new_tokens, settings.seed, settings.chat, settings.sampling.__dict__])
-
-
-BASELINES_KEPT = 128  # target-alone runs kept per server (a few kB each); the oldest goes first
-
-
-@st.cache_resource(show_spinner=False)
-def _baselines() -> tuple[threading.Lock, dict]:
-    """Target-alone runs by `baseline_key`, shared by every session of this server: a class pressing Run
-    on the same prompt and settings measures the target alone once, not once per learner. Each was
-    measured the same way as a session's own, one measured run at a time on this machine."""
-    return threading.Lock(), {}
-
-
-def measured_run(target_name: str, draft: str, prompt: str, settings: Decoding, repeats: int = 1,
-                 fresh: bool = False) -> Comparison:
-    """A speculative run and its baseline; the baseline is measured once per prompt and settings on this server,
-    and the whole run once per target, drafter, prompt and settings (`shared_runs`): an identical run measured
-    here before is served from that measurement, one being measured is joined. `fresh` measures it again."""
-    check_prompt(prompt)  # before loading a model for nothing
-    target = get_target(target_name)
-    make = lambda: build_drafter(draft, target, loader())  # noqa: E731 — a fresh drafter per run
-    make()  # refuse an unknown or incompatible draft before timing anything
-    key = run_key(target_name, draft, prompt, settings, repeats, drafter_state=_drafter_state(draft, target))
-    note = st.empty()
-
-    def on_join() -> None:
-        note.info("**An identical run is being measured for another session** (same target, drafter, prompt, settings "
-                  "and seed): yours will be served from that measurement as soon as it is done.", icon="🤝")
-
-    who = _session()
-    try:
-        measured = shared_runs().serve(key, who, lambda: _measure(target_name, target, make, draft, prompt, settings,
-                                                                   repeats), fresh=fresh, on_join=on_join)
-    finally:
-        note.empty()
-    mine = st.session_state.setdefault(_SERVED, {})
-    mine[id(measured.comparison)] = measured
-    while len(mine) > 16:
-        del mine[next(iter(mine))]
-    return measured.comparison
-
-
-def _measure(target_name, target, make, draft: str, prompt: str, settings: Decoding, repeats: int) -> Comparison:
-    lock, baselines = _baselines()
-    key = baseline_key(target_name, prompt, settings)
-    with exclusive(), st.spinner(f"Running {draft} (γ={settings.gamma}) and the target alone…"):
-        with lock:
-            baseline = baselines.get(key)
-        if baseline is None or len(baseline[1]) < repeats:
-            measure.warm_up(target, None, prompt, settings)
-            baseline = measure.timed(target, None, prompt, settings, repeats)
-            with lock:
-                baselines[key] = baseline
-                while len(baselines) > BASELINES_KEPT:
-                    del baselines[next(iter(baselines))]
-        return measure.compare(target, make, prompt, settings, baseline=baseline, repeats=repeats)
-
-
-def _drafter_state(draft: str, target) -> object:
-    """What a drafter carries from run to run on this server: the suffix drafter's corpus (auto's too) grows as runs finish."""
-    if "suffix" not in draft and not draft.startswith("auto"):
-        return None
-    from ..drafters.suffix import corpus_for
-    return corpus_for(target.tokenizer).size
-
-
-def _session() -> str:
-    """This browser session's own id for shared measurements (kept in its state, so every session has its own)."""
-    return st.session_state.setdefault("_shared-runs-who", uuid.uuid4().hex)
-
-
-@st.cache_resource(show_spinner=False)
-def shared_runs() -> SharedRuns:
-    """Measured runs kept per server and shared by every session (one lock inside)."""
-    return SharedRuns()
-
-
-_SERVED = "_shared-runs-served"
-
-
-def shared_label(comparison: Comparison) -> str | None:
-    """The label of a run this session was served from another session's measurement (None if it measured it)."""
-    measured = st.session_state.get(_SERVED, {}).get(id(comparison))
-    if measured is None or measured.comparison is not comparison or not measured.shared_with(_session()):
-        return None
-    return measured.label()
-
-
-def shared_note(comparison: Comparison) -> None:
-    """Say so when the run shown was measured for another session (and when)."""
-    label = shared_label(comparison)
-    if label:
-        st.info(label, icon="🤝")
-
-
-def fresh_checkbox(key: str, where=st) -> bool:
-    """The learner's way past a shared measurement: time this run again, in the line like any other."""
-    return where.checkbox("Measure afresh", key=key, help="An identical run measured on this server before is shown as "
-                       "measured (labelled shared); tick to time it again yourself. It then waits its turn in the line.")
-
-
 @st.cache_resource(show_spinner=False)
 def load_demo() -> Comparison | None:
     """The run recorded by the project and shipped in assets/: shown at once, before models load (one shared,
@@ -410,6 +226,23 @@ def load_demo() -> Comparison | None:
     if DEMO_RUN.is_file():
         return loads(DEMO_RUN.read_text(encoding="utf-8"))
     return None
+
+
+def headline(c: Comparison) -> None:
+    """The run's figures as cards, the speedup's spread in words, and a warning instead of trust when it is noise."""
+    for column, (label, value, help_text) in zip(st.columns(7), figures.headline(c)):
+        column.metric(label, value, help=help_text)
+    st.caption(figures.spread_caption(c))
+    if warning := noise_warning(c):
+        st.warning(warning, icon="📏")
+
+
+@st.cache_resource(show_spinner=False)
+def demo_info() -> dict:
+    """How the shipped run was made (command, machine, date, the race lane it comes from); {} for an older file."""
+    if not DEMO_RUN.is_file():
+        return {}
+    return json.loads(DEMO_RUN.read_text(encoding="utf-8")).get("info", {})
 
 
 def legend() -> None:

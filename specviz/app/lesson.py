@@ -1,7 +1,7 @@
 """The Streamlit side of the lesson: the current step, navigation, predictions, live re-runs, each step's view.
 
 Every step renders at once from the recordings shipped in assets/lesson (no model is loaded); its
-"Run it live" button repeats the same runs on this machine through `controls.measured_run` and shows them
+"Run it live" button repeats the same runs on this machine through `service.measured_run` and shows them
 instead, for this session. The step lives in one place, `current_step()` / `go_to()`, mirrored in
 the `?step=N` query parameter so every step has a link.
 """
@@ -21,7 +21,7 @@ from ..lesson import claims, recordings, steps
 from ..lesson.steps import STEPS, Question, Score
 from ..models import DEFAULT_TARGET
 from ..records import Comparison, Round, Run
-from . import controls, links
+from . import controls, links, service
 from .views import charts, lesson_charts, tokens, tree_charts
 
 STEP, LIVE, SCORE, SKIPPED = "lesson-step", "lesson-live", "lesson-score", "lesson-skipped"
@@ -59,9 +59,10 @@ def navigation() -> int:
                       on_click=go_to, args=(i,))
         links.link_box(restores="this step of the lesson")
         st.caption(f"Link to this step: `?step={n}` (the address bar always holds it)")
-        models = controls.loaded_models()
-        st.caption(f"Models loaded in this app: **{', '.join(models) if models else 'none'}**",
-                   help="Every step reads recordings; a model loads only when you press Run it live")
+        worker = service.service().worker
+        st.caption(f"Measurement worker: **{'running' if worker.alive else 'not started'}**",
+                   help="Every step reads recordings; models load in the measurement worker, a separate process, only "
+                        "for a live run (Run it live, or another page's Run)")
     return n
 
 
@@ -98,16 +99,14 @@ def live_button(group_name: str, what: str) -> None:
         if group_name == "lab":
             setup = replace(LabSetup(**recording().lab.setup), samples=LIVE_LAB_SAMPLES)
             bar = st.progress(0.0, text="Sampling…")
-            target = controls.get_target(DEFAULT_TARGET)
-            with controls.exclusive():
-                record = recordings.record_lab(target, setup, controls.loader(),
-                                                on_run=lambda i, n: bar.progress(i / n, text=f"Sampling: {i} of {n} runs"))
-            live["lab"] = record
+            live["lab"] = service.run_job("record_lab", lambda e: bar.progress(e[1] / e[2], text=f"Sampling: {e[1]} of "
+                                                                                            f"{e[2]} runs"),
+                                          target=DEFAULT_TARGET, setup=setup)
         else:
             info = recording().manifest["runs"]
             for name, c in recording().group(group_name).items():
                 settings = Decoding.from_dict(info[name]["settings"])
-                live["runs"][name] = controls.measured_run(DEFAULT_TARGET, info[name]["draft"], c.spec.prompt, settings)
+                live["runs"][name] = service.measured_run(DEFAULT_TARGET, info[name]["draft"], c.spec.prompt, settings)
         live["sources"][group_name] = f"live{len(live['sources']) + 1}-{id(live)}"
         st.rerun()
 
@@ -121,7 +120,7 @@ def provenance(source: str, group_name: str, what: str = "") -> None:
         st.caption(f"Recorded by the project ({what or 'real runs'}) on {made['made_on']}, {made['date']}, with "
                    f"`{made['made_by']}`.")
     else:
-        shared = [c for c in group(group_name)[0].values() if controls.shared_label(c)]
+        shared = [c for c in group(group_name)[0].values() if service.shared_label(c)]
         st.caption(f"Run live on this machine in this session ({what or 'real runs'})"
                    + (f"; {len(shared)} of them served from another session's identical measurement on this server."
                       if shared else "."))

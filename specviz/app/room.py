@@ -2,7 +2,7 @@
 
 - Room mode (`SPECVIZ_ROOM=1`, or `bash scripts/app.sh --room`) locks the server down for learners:
   the pickers offer only the shipped and registered models (nothing typed), and distillation is the
-  presenter's. Measured runs wait in one visible line (`controls.exclusive`).
+  presenter's. Measured runs wait in one visible line (`service.in_line`).
 - The presenter opens any page with `?presenter=KEY`, the key the teacher set at launch
   (`SPECVIZ_PRESENTER_KEY` or `--presenter-key`). The session keeps every power, shows large type
   and publishes where it is (page, position, run) to the one shared `Stage`. A browser session ends

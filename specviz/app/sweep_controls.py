@@ -2,9 +2,9 @@
 
 How Stop works: Streamlit runs a page script from the top on every button press. Pressing Stop (or
 any other control) while a sweep measures starts a new script run; Streamlit asks the measuring
-run to end at its next Streamlit call, which is the progress update after each point. The new run
-marks the sweep in session state as stopped, so the measuring run also leaves the sweep between
-points if it gets there first, and adds no point after the one the new run shows. Points are
+run to end at its next Streamlit call, which is the progress update after each point. The measuring
+run then gives its job up (the worker stops it before the next timed pair), and the new run marks the
+sweep in session state as stopped, so no point after the one the new run shows is added. Points are
 kept as they are measured, so a stopped or failed sweep still shows every point done.
 """
 
@@ -14,8 +14,9 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from ..lab.sweeps import INTERRUPTED, STOPPED, OnPoint, Point, ShouldStop, Sweep
-from . import controls
+from ..lab.measure import speedup_text
+from ..lab.sweeps import INTERRUPTED, STOPPED, Point, Sweep
+from . import controls, service
 
 
 def buttons(key: str, label: str, disabled: bool, stop_help: str) -> bool:
@@ -31,25 +32,34 @@ def buttons(key: str, label: str, disabled: bool, stop_help: str) -> bool:
     return run_clicked
 
 
-def run(key: str, sweep: Sweep, measure: Callable[[OnPoint, ShouldStop], object], describe: Callable[[Point], str],
-        what: str) -> None:
-    """Measure a sweep with a progress bar, keeping each point in session state as it comes.
-
-    `measure(on_point, should_stop)` loads the models and calls the sweep function; `describe`
-    names a point in the progress text (e.g. "γ=3 on prompt 1").
-    """
+def run(key: str, sweep: Sweep, job: str, describe: Callable[[Point], str], what: str, **kwargs) -> None:
+    """Measure a sweep in the worker (`job` of specviz.lab.jobs with `kwargs`) with a progress bar, keeping each
+    point in session state as it comes. `describe` names a point in the progress text (e.g. "γ=3 on prompt 1")."""
     st.session_state[f"{key}-sweep"] = sweep
-    progress = st.progress(0.0, text="Loading models and measuring the target alone…")
+    progress = st.progress(0.0, text="Waiting for the measurement worker…")
 
-    def on_point(point: Point, done: int, total: int) -> None:
+    def on_event(event) -> None:
+        kind, *rest = event
+        if kind == "parameters":
+            sweep.setup["parameters"] = rest[0]
+            return
+        point, done, total = rest
         sweep.add(point)  # kept before the progress update, where a Stop press ends this run
         c = point.comparison
         progress.progress(done / total, text=f"{done} of {total}: {describe(point)} — "
-                                             f"α={c.spec.acceptance_rate:.2f}, {c.speedup:.2f}×")
+                                             f"α={c.spec.acceptance_rate:.2f}, {speedup_text(c)}")
 
-    with controls.error_box(what), controls.exclusive():
-        measure(on_point, sweep.should_stop)
+    with controls.error_box(what):
+        service.run_job(job, on_event, **kwargs)
     sweep.finish()
+
+
+def pairs_slider(key: str) -> int:
+    """How many timed pairs each point gets: its speedup is their median, their range its spread."""
+    return st.slider("Timed pairs per point", 1, 5, 2, key=f"{key}-pairs",
+                     help="Each point times the target alone and the drafter in turn this many times (A B, B A, …); "
+                          "its speedup is the median of the pairs' ratios and their range is shown as its spread. "
+                          "More pairs: a steadier figure, a longer sweep.")
 
 
 def result(key: str, noun: str) -> Sweep | None:

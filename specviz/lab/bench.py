@@ -1,6 +1,7 @@
 """The lab bench (`python -m specviz bench`): each draft on each prompt beside the target alone, a row a run.
 
-Every run is a `measure.compare` (same prompt and settings, timed by the same loop after a warm-up);
+Every run is a `measure.compare` (same prompt and settings, timed by the same loop after a warm-up, in pairs
+with the target alone: each draft's speedup comes from its own baseline runs, timed beside it);
 with `compare_hf` the same drafter, γ and prompt also run through transformers' own `generate`
 (specviz.lab.peer) and the row carries the ratios. Rows of math prompts also carry the final answer's exact
 match against the target alone's (`answer_fields`). Rows are plain dicts, `BENCH_FIELDS` first: the
@@ -19,7 +20,7 @@ from ..drafters import Drafter
 from ..models import LoadedModel
 from ..race import latency_fields
 from ..records import Comparison
-from .measure import WARMUP_TOKENS, compare, machine, timed, warm_up
+from .measure import WARMUP_TOKENS, compare, machine, warm_up
 from .peer import hf_generate
 from .quality import CHECKABLE, final_answer_match, final_number
 
@@ -30,12 +31,12 @@ BENCH_FIELDS = (
 
 
 def bench_rows(target: LoadedModel, makers: dict[str, Callable[[], Drafter]], prompts: list[dict],
-               variants: list[Decoding], repeats: int = 1, compare_hf: bool = False,
+               variants: list[Decoding], pairs: int = 1, compare_hf: bool = False,
                on_run: Callable[[str], None] | None = None, warm: bool = True) -> Iterator[dict]:
     """One row per prompt, draft and variant (a tree and the chain beside it), as each run ends.
 
-    makers: draft spec -> a fresh drafter; prompts: {"id", "prompt", "category"?}; the first variant's
-    settings time the target alone once per prompt. `on_run` hears "<prompt id> <draft>" before each run.
+    makers: draft spec -> a fresh drafter; prompts: {"id", "prompt", "category"?}; every run is timed in `pairs`
+    pairs with the target alone. `on_run` hears "<prompt id> <draft>" before each run.
     warm=False: `warm_up_bench` has run already.
     """
     settings = variants[0]
@@ -43,16 +44,16 @@ def bench_rows(target: LoadedModel, makers: dict[str, Callable[[], Drafter]], pr
         warm_up_bench(target, makers, prompts, variants, compare_hf)
     where = machine(target.device)
     for item in prompts:
-        baseline = timed(target, None, item["prompt"], settings, repeats)
-        hf_base = _hf_timed(target, None, item["prompt"], settings, repeats) if compare_hf else None
+        hf_base = _hf_timed(target, None, item["prompt"], settings, pairs) if compare_hf else None
         for (spec, make), variant in itertools.product(makers.items(), variants):
             if on_run:
                 on_run(f"{item['id']} {spec}")
-            c = compare(target, make, item["prompt"], variant, baseline=baseline, repeats=repeats, warm=False)
+            c = compare(target, make, item["prompt"], variant, pairs=pairs, warm=False)
             row = {"id": item["id"], "category": item.get("category"), **c.summary()}
             reached, accepted = c.spec.position_counts()
             row.update(draft=spec, gamma=variant.gamma, text=c.spec.text, baseline_text=c.baseline.text,
-                       max_new_tokens=variant.max_new_tokens, repeats=repeats, machine=where,
+                       max_new_tokens=variant.max_new_tokens, repeats=pairs, machine=where,
+                       pair_ratios=c.pair_ratios,
                        position_reached=reached, position_accepted=accepted,
                        drafting_rounds=c.spec.drafting_rounds, chat=variant.chat, shape=tree_label(variant),
                        tree_budget=variant.tree.budget, tree_branching=variant.tree.branching,
@@ -60,7 +61,7 @@ def bench_rows(target: LoadedModel, makers: dict[str, Callable[[], Drafter]], pr
             if item.get("category") in CHECKABLE:
                 row.update(answer_fields(c))
             if compare_hf:
-                row.update(_hf_fields(c, hf_base, _hf_timed(target, make(), item["prompt"], variant, repeats)))
+                row.update(_hf_fields(c, hf_base, _hf_timed(target, make(), item["prompt"], variant, pairs)))
             yield {**{k: row[k] for k in BENCH_FIELDS}, **{k: v for k, v in row.items() if k not in BENCH_FIELDS}}
 
 

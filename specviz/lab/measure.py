@@ -1,7 +1,10 @@
-"""Timed comparisons: a speculative run beside the target alone, same prompt and settings.
+"""Timed comparisons: a speculative run beside the target alone, same prompt and settings, timed in pairs.
 
-Speedup is measured, never estimated: both are timed by the same loop (`decode.generate`), after
-a warm-up, with device synchronisation on a GPU, and with repeats reduced to their median.
+Speedup is measured, never estimated: both are timed by the same loop (`decode.generate`), after a
+warm-up, with device synchronisation on a GPU. They are timed in turn, pair by pair (A B, B A, A B, …):
+whatever else the machine does at that moment slows both runs of a pair, so each pair's ratio holds
+where two separate timings would not. The speedup is the median of the pairs' ratios and their range is
+its spread (`records.Comparison`). A baseline timed earlier is never reused: every comparison pairs its own.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from ..models import LoadedModel
 from ..records import Comparison, Run
 
 WARMUP_TOKENS = 4
+PAIRS = 3  # timed pairs of a comparison in the app and `run`: a median and a spread (bench times 1 per prompt)
+MAX_PAIRS = 9  # more pairs only make a learner wait
 
 
 def warm_up(target: LoadedModel, make_drafter: Callable[[], Drafter] | None, prompt: str, settings: Decoding) -> None:
@@ -45,19 +50,59 @@ def compare(
     make_drafter: Callable[[], Drafter],
     prompt: str,
     settings: Decoding,
-    baseline: tuple[Run, list[float]] | None = None,
-    repeats: int = 1,
+    pairs: int = 1,
     warm: bool = True,
+    should_stop: Callable[[], bool] | None = None,
 ) -> Comparison:
-    """Measure a speculative run against the baseline (measured here unless one is passed in)."""
+    """The speculative run and the target alone timed in `pairs` pairs, alternating which goes first.
+
+    should_stop() is asked between pairs: a comparison stopped early keeps the pairs it timed (at least one).
+    """
+    if not 1 <= pairs <= MAX_PAIRS:
+        raise ValueError(f"pairs must be between 1 and {MAX_PAIRS}, got {pairs}")
     if warm:
+        warm_up(target, None, prompt, settings)
         warm_up(target, make_drafter, prompt, settings)
-        if baseline is None:
-            warm_up(target, None, prompt, settings)
-    if baseline is None:
-        baseline = timed(target, None, prompt, settings, repeats)
-    spec, spec_times = timed(target, make_drafter, prompt, settings, repeats)
-    return Comparison(spec, baseline[0], spec_times=spec_times, baseline_times=baseline[1])
+    runs: list[tuple[Run, Run]] = []  # (baseline, speculative) of each pair
+    for i in range(pairs):
+        if runs and should_stop and should_stop():
+            break
+        if i % 2 == 0:
+            base = generate(target, None, prompt, settings)
+            spec = generate(target, make_drafter(), prompt, settings)
+        else:
+            spec = generate(target, make_drafter(), prompt, settings)
+            base = generate(target, None, prompt, settings)
+        runs.append((base, spec))
+    ratios = [b.seconds / s.seconds if s.seconds > 0 else 0.0 for b, s in runs]
+    middle = sorted(range(len(runs)), key=ratios.__getitem__)[(len(runs) - 1) // 2]  # the (lower) median pair
+    base, spec = runs[middle]
+    return Comparison(spec, base, spec_times=[s.seconds for _, s in runs], baseline_times=[b.seconds for b, _ in runs],
+                      paired=True)
+
+
+NOISY_SPREAD = 0.15  # pairs whose ratios range over more than 15% of their median cannot pin the speedup down
+
+
+def speedup_text(c: Comparison) -> str:
+    """The measured speedup with its spread: '1.17× (1.12–1.21 over 3 pairs)'."""
+    low, high = c.speedup_range
+    if c.pairs >= 2:
+        return f"{c.speedup:.2f}× ({low:.2f}–{high:.2f} over {c.pairs} pairs)"
+    return f"{c.speedup:.2f}× (" + ("1 pair: no spread" if c.pairs == 1 else "timed once, not in pairs: no spread") + ")"
+
+
+def noise_warning(c: Comparison) -> str | None:
+    """What to say instead of a confident figure when the pairs disagree too much (None when they agree)."""
+    low, high = c.speedup_range
+    if c.pairs < 2 or c.speedup <= 0 or (high - low) / c.speedup <= NOISY_SPREAD:
+        return None
+    if low < 1 < high:
+        return (f"The {c.pairs} timed pairs range from {low:.2f}× to {high:.2f}×: timing noise is larger than the "
+                "effect, so these runs cannot tell whether speculative decoding was faster. The machine was busy "
+                "(other runs, other programs); run again, or with more tokens.")
+    return (f"The {c.pairs} timed pairs range from {low:.2f}× to {high:.2f}×: the machine was busy while they ran, so "
+            f"the speedup lies somewhere in that range and the median ({c.speedup:.2f}×) is not a precise figure.")
 
 
 def median(values: list[float]) -> float:

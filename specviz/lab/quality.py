@@ -7,7 +7,7 @@ Relaxed verification accepts near-misses (greedy: drafts within τ nats of the t
 and inside its top-k; sampling: min(1, p / (l·q)) with lenience l < 1), so α and the speedup rise
 while the output drifts from the target's own. A sweep runs the exact rule once as the reference
 and then each tolerance value with the same seed, and records for every point the measured speedup
-(against one shared baseline) and four views of the drift: token agreement, BLEU (sacrebleu),
+(each timed in pairs with the target alone) and four views of the drift: token agreement, BLEU (sacrebleu),
 ROUGE-L F1 (rouge-score) and the target's own mean log-likelihood of what was produced.
 
 Task quality, where a prompt set has checkable answers: for math prompts the final number of an answer
@@ -198,7 +198,7 @@ def answer_rows(sweep: Sweep) -> list[dict]:
 # --- the sweep -------------------------------------------------------------------------------
 @dataclass
 class SweepPoint:
-    """One verification rule over every prompt: its comparisons with the shared baselines and its quality."""
+    """One verification rule over every prompt: its paired comparisons with the target alone and its quality."""
 
     label: str  # "exact", "τ=0.5" or "l=0.5"
     value: float | None  # τ (greedy) or lenience l (sampling); None for the exact reference
@@ -294,13 +294,13 @@ def tolerance_sweep(
     top_k: int = 3,
     on_point: Callable[[Sweep, int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
-    repeats: int = 1,
+    pairs: int = 1,
 ) -> Sweep:
     """Exact verification once as the reference, then relaxed verification at each value.
 
     Greedy sweeps τ with a fixed top-k; sampling sweeps the lenience l. Every run uses the same
-    seed and the same per-prompt baseline (the target alone, measured once), so the speedups are
-    comparable. on_point(sweep, done, total) is called after the reference and after each point;
+    seed and is timed in pairs with the target alone on its prompt (`measure.compare`), so the speedups
+    are comparable. on_point(sweep, done, total) is called after the reference and after each point;
     should_stop() is asked before each point and, when true, ends the sweep with the points done.
     """
     prompts = [prompts] if isinstance(prompts, str) else list(prompts)
@@ -313,18 +313,9 @@ def tolerance_sweep(
     rules = [relaxed_rule(settings, v, top_k) for v in values]  # refuses an out-of-range value before any run
     total = len(values) + 1
 
-    # Baselines: the target alone on each prompt, warmed up and measured once for the whole sweep.
-    baselines = []
-    for prompt in prompts:
-        measure.warm_up(target, None, prompt, exact)
-        baselines.append(measure.timed(target, None, prompt, exact, repeats))
-
     def measure_rule(rule: Verification, warm: bool) -> list[Comparison]:
         run_settings = replace(settings, verification=rule)
-        return [
-            measure.compare(target, make_drafter, prompt, run_settings, baseline=baseline, repeats=repeats, warm=warm)
-            for prompt, baseline in zip(prompts, baselines)
-        ]
+        return [measure.compare(target, make_drafter, prompt, run_settings, pairs=pairs, warm=warm) for prompt in prompts]
 
     reference_runs = measure_rule(exact.verification, warm=True)
     references = [c.spec for c in reference_runs]

@@ -4,10 +4,10 @@ Notation as everywhere: p target, q draft, γ (`gamma`) draft length, α (`alpha
 rate, c draft/target cost ratio. A sweep is a list of `Point`s, one measured `Comparison` each;
 the tables and charts are derived from those points and never call a model.
 
-Fairness: within one sweep, every point of a prompt is compared against the same target-alone
-baseline, measured once per prompt after a warm-up, so differences between γ (or drafters)
-are not differences between baselines. Each drafter is warmed up once per prompt before its
-first timed run.
+Fairness: every point times its own target-alone runs in pairs with its speculative runs
+(`measure.compare`), so a busy moment of the machine slows both sides of a point and not one point
+against another. The target alone and each drafter are warmed up once per prompt before their first
+timed run.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from ..config import MAX_GAMMA, Decoding, TreeShape
 from ..drafters import Loader, build_drafter
 from ..errors import ConfigError
 from ..models import LoadedModel, load_model
-from ..records import Comparison, Run
+from ..records import Comparison, Run, pooled_pair_ratios
 from . import measure
 
 MIN_DRAFTS, MAX_DRAFTS = 2, 4  # a comparison of one is no comparison; more than four is unreadable
@@ -109,7 +109,7 @@ def gamma_sweep(
     load: Loader = load_model,
     on_point: OnPoint | None = None,
     should_stop: ShouldStop | None = None,
-    repeats: int = 1,
+    pairs: int = 1,
     tree_depth: int = 0,
 ) -> list[Point]:
     """One drafter at every γ in `gammas` on every prompt; stops early (keeping what is done) on request.
@@ -132,17 +132,17 @@ def gamma_sweep(
     for index, prompt in enumerate(prompts):
         if should_stop and should_stop():
             break
-        baseline = _baseline(target, prompt, settings, repeats)
+        measure.warm_up(target, None, prompt, settings)
         measure.warm_up(target, make, prompt, at_gamma[gammas[0]])
         for gamma in gammas:
             if should_stop and should_stop():
                 return points
-            c = measure.compare(target, make, prompt, at_gamma[gamma], baseline=baseline, repeats=repeats, warm=False)
+            c = measure.compare(target, make, prompt, at_gamma[gamma], pairs=pairs, warm=False, should_stop=should_stop)
             points.append(Point(index, draft, gamma, c))
             if on_point:
                 on_point(points[-1], len(points), total)
             if gamma in as_tree and not (should_stop and should_stop()):
-                c = measure.compare(target, make, prompt, as_tree[gamma], baseline=baseline, repeats=repeats, warm=False)
+                c = measure.compare(target, make, prompt, as_tree[gamma], pairs=pairs, warm=False, should_stop=should_stop)
                 points.append(Point(index, tree_label(draft), gamma, c))
                 if on_point:
                     on_point(points[-1], len(points), total)
@@ -161,9 +161,9 @@ def compare_drafts(
     load: Loader = load_model,
     on_point: OnPoint | None = None,
     should_stop: ShouldStop | None = None,
-    repeats: int = 1,
+    pairs: int = 1,
 ) -> list[Point]:
-    """Every drafter on every prompt at the same γ and seed, all against one baseline per prompt.
+    """Every drafter on every prompt at the same γ and seed, each timed in pairs with the target alone.
 
     With a tree budget N in the settings each drafter runs twice: as that tree and as a chain of γ=N, which
     verifies as many drafted tokens per round (`variants`).
@@ -180,12 +180,12 @@ def compare_drafts(
     for index, prompt in enumerate(prompts):
         if should_stop and should_stop():
             break
-        baseline = _baseline(target, prompt, settings, repeats)
+        measure.warm_up(target, None, prompt, settings)
         for label, spec, at in runs:
             if should_stop and should_stop():
                 return points
             measure.warm_up(target, makers[spec], prompt, at)
-            c = measure.compare(target, makers[spec], prompt, at, baseline=baseline, repeats=repeats, warm=False)
+            c = measure.compare(target, makers[spec], prompt, at, pairs=pairs, warm=False, should_stop=should_stop)
             points.append(Point(index, label, at.gamma, c))
             if on_point:
                 on_point(points[-1], len(points), total)
@@ -214,12 +214,6 @@ def _check_prompts(prompts: list[str]) -> None:
         raise ConfigError("no prompt to measure; pick a preset prompt or type one")
 
 
-def _baseline(target: LoadedModel, prompt: str, settings: Decoding, repeats: int) -> tuple[Run, list[float]]:
-    """The target alone on one prompt, warmed up then timed: shared by every point of that prompt."""
-    measure.warm_up(target, None, prompt, settings)
-    return measure.timed(target, None, prompt, settings, repeats)
-
-
 def draft_parameters(spec: str, target: LoadedModel, load: Loader = load_model) -> int:
     """Parameters the drafter runs: 0 for n-gram lookup, the kept layers plus embedding and head for
     layer-skip, the whole target for 'target', the draft model's own count otherwise (tied weights once)."""
@@ -228,10 +222,11 @@ def draft_parameters(spec: str, target: LoadedModel, load: Loader = load_model) 
 
 
 # --- aggregates (no model calls) ---------------------------------------------------------------
-GAMMA_COLUMNS = ["gamma", "alpha", "alpha_theory", "mean_accepted", "speedup", "theoretical_speedup", "c", "verify_cost",
+GAMMA_COLUMNS = ["gamma", "alpha", "alpha_theory", "mean_accepted", "speedup", "speedup_low", "speedup_high",
+                 "theoretical_speedup", "c", "verify_cost",
                  "draft_ms_per_token", "tokens_per_s", "baseline_tokens_per_s", "identical", "prompts"]
 DRAFT_COLUMNS = ["draft", "parameters", "draft_ms_per_token", "c", "alpha", "alpha_theory", "mean_accepted", "speedup",
-                 "theoretical_speedup", "tokens_per_s", "identical", "prompts"]
+                 "speedup_low", "speedup_high", "theoretical_speedup", "tokens_per_s", "identical", "prompts"]
 
 
 def _pooled(points: list[Point]) -> dict:
@@ -242,13 +237,16 @@ def _pooled(points: list[Point]) -> dict:
     spec_s = sum(p.comparison.spec_seconds for p in points)
     base_s = sum(p.comparison.baseline_seconds for p in points)
     base_tokens = sum(p.comparison.baseline.new_tokens for p in points)
+    ratios = pooled_pair_ratios([p.comparison for p in points]) or [0.0]
     return {
         "alpha": accepted / drafted if drafted else 0.0,
         # the theory's per-token α, and γ as drafted (see Run.implied_alpha)
         "alpha_theory": theory.alpha_from_mean_tokens(tokens / rounds, drafted / rounds) if drafted else 0.0,
         "drafted_per_round": drafted / rounds if rounds else 0.0,
         "mean_accepted": tokens / rounds if rounds else 0.0,
-        "speedup": base_s / spec_s if spec_s > 0 else 0.0,
+        "speedup": statistics.median(ratios),  # the pairs' median, each pair pooled over the prompts
+        "speedup_low": min(ratios),
+        "speedup_high": max(ratios),
         "c": statistics.fmean(p.comparison.cost_ratio for p in points),
         "verify_cost": statistics.fmean(p.comparison.verify_cost for p in points),
         "draft_ms_per_token": 1000 * sum(r.draft_seconds for r in runs) / drafted if drafted else 0.0,

@@ -4,7 +4,7 @@ Every step of the lesson reads named comparisons (a speculative run beside the t
 `measure.compare`) and one distribution-lab record. `recipes()` says which runs, with which draft,
 prompt and settings; `scripts/record_lesson.py` measures them all on this machine and writes
 `assets/lesson/` (runs.json, lab.json and manifest.json, which says how and where they were made).
-The app's "run it live" buttons repeat the same recipes through `controls.measured_run`.
+The app's "run it live" buttons repeat the same recipes through `service.measured_run`.
 
 Sizes: runs shown token by token keep their full records; sweep points drop the target's top
 alternatives and round probabilities and times to 4 significant digits (what the pages display),
@@ -127,7 +127,7 @@ def slim(run: Run, full: bool) -> Run:
 
 def slim_comparison(c: Comparison, full: bool) -> Comparison:
     return Comparison(slim(c.spec, full), slim(c.baseline, False), [_round4(t) for t in c.spec_times],
-                      [_round4(t) for t in c.baseline_times])
+                      [_round4(t) for t in c.baseline_times], c.paired)
 
 
 def record_runs(
@@ -137,17 +137,11 @@ def record_runs(
     repeats: int = 1,
     on_run: Callable[[Recipe, int, int], None] | None = None,
 ) -> dict[str, Comparison]:
-    """Measure every recipe; runs on the same prompt and settings share one warmed-up baseline."""
-    baselines: dict[str, tuple[Run, list[float]]] = {}
+    """Measure every recipe, each timed in `repeats` pairs with the target alone (`measure.compare`)."""
     out = {}
     for i, recipe in enumerate(all_recipes):
         make = lambda r=recipe: build_drafter(r.draft, target, load)  # noqa: E731 — a fresh drafter per run
-        key = json.dumps([recipe.prompt_id, recipe.settings.max_new_tokens, recipe.settings.seed,
-                          asdict(recipe.settings.sampling)])
-        if key not in baselines:
-            measure.warm_up(target, None, recipe.prompt, recipe.settings)
-            baselines[key] = measure.timed(target, None, recipe.prompt, recipe.settings, repeats)
-        comparison = measure.compare(target, make, recipe.prompt, recipe.settings, baseline=baselines[key], repeats=repeats)
+        comparison = measure.compare(target, make, recipe.prompt, recipe.settings, pairs=repeats)
         out[recipe.name] = slim_comparison(comparison, recipe.full)
         if on_run:
             on_run(recipe, i + 1, len(all_recipes))
@@ -191,7 +185,8 @@ def manifest(all_recipes: list[Recipe], lab: LabSetup, command: str, drafts: lis
         "lab": asdict(lab),
         "lab_made": lab_made or now,
         "how": "every run: specviz.lab.measure.compare (the speculative run and the target alone, same prompt and settings, "
-               "after a warm-up, timed by the same loop); runs on one prompt and settings share one baseline. "
+               "after a warm-up, timed by the same loop in pairs, alternating which goes first; the speedup is the "
+               "median of the pairs' ratios). "
                "lab: specviz.lab.same_distribution.sample_first_tokens (seeded runs of specviz.decode.generate). "
                "Saved with specviz.records.dumps.",
     }

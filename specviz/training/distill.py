@@ -320,7 +320,7 @@ def summarize(cfg: DistillConfig, target: LoadedModel, model: torch.nn.Module, d
 
 def evaluate_drafts(cfgs: list[DistillConfig], target: LoadedModel, per_category: int = 0,
                     settings: Decoding | None = None) -> dict[str, dict]:
-    """Evaluate saved drafts against one baseline per prompt and rewrite their model cards."""
+    """Evaluate saved drafts, each timed in a pair with the target alone per prompt, and rewrite their model cards."""
     settings = settings or Decoding(gamma=4, max_new_tokens=64)
     evaluations = measure_drafts([cfg.out_dir for cfg in cfgs], target, eval_prompts(per_category), settings)
     results = {}

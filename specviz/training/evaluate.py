@@ -36,29 +36,25 @@ def measure_drafts(
     target: LoadedModel,
     prompts: list[dict],
     settings: Decoding,
-    baselines: dict | None = None,
     progress: bool = True,
 ) -> dict[str, dict]:
-    """For each draft, prompt by prompt: the target alone, then each draft against the same baseline.
+    """For each draft, prompt by prompt: the draft timed in a pair with the target alone (`measure.compare`).
 
-    Interleaving keeps a slow spell of a shared machine from falling on one draft only. Pass the
-    same `baselines` dict to several calls to time the target alone once per prompt.
+    Interleaving keeps a slow spell of a shared machine from falling on one draft only. Every comparison times
+    its own target-alone run beside the draft's.
     """
     from tqdm import tqdm
 
-    from ..lab.measure import compare, timed, warm_up
+    from ..lab.measure import compare, warm_up
 
     makers = {str(d): _maker(d, target) for d in drafts}
-    baselines = {} if baselines is None else baselines
     warm_up(target, None, prompts[0]["prompt"], settings)
     for make in makers.values():
         warm_up(target, make, prompts[0]["prompt"], settings)
     rows: dict[str, list[dict]] = {name: [] for name in makers}
     for item in tqdm(prompts, desc="evaluate", unit="prompt", file=sys.stderr, disable=not progress):
-        if item["id"] not in baselines:
-            baselines[item["id"]] = timed(target, None, item["prompt"], settings)
         for name, make in makers.items():
-            c = compare(target, make, item["prompt"], settings, baseline=baselines[item["id"]], warm=False)
+            c = compare(target, make, item["prompt"], settings, warm=False)
             s = c.summary()
             rows[name].append({
                 "id": item["id"], "category": item.get("category", ""), "alpha": s["acceptance_rate"],
@@ -83,9 +79,9 @@ def measure_drafts(
 
 
 def evaluate(draft: str | Path, target: LoadedModel, prompts: list[dict], settings: Decoding,
-             baselines: dict | None = None, progress: bool = True) -> dict:
+             progress: bool = True) -> dict:
     """`measure_drafts` for one draft."""
-    return measure_drafts([draft], target, prompts, settings, baselines, progress)[str(draft)]
+    return measure_drafts([draft], target, prompts, settings, progress)[str(draft)]
 
 
 def _by_position(run) -> list[tuple[int, int]]:

@@ -395,7 +395,8 @@ RIVALS = ("ngram",)  # raced beside the head and ngram+head on the EVAL prompts;
 
 def evaluate_head(cfg: HeadConfig, target: LoadedModel, per_category: int = 0, settings: Decoding | None = None,
                   command: str = "", rivals: tuple[str, ...] | None = None, progress: bool = True) -> dict[str, dict]:
-    """The race on the EVAL prompts (head, ngram+head and rivals against one baseline per prompt); rewrites the card."""
+    """The race on the EVAL prompts (head, ngram+head and rivals, each timed in a pair with the target alone); rewrites
+    the card."""
     from ..drafters.head_net import read_info
     from ..models import draft_folders
     from .answers import eval_prompts

@@ -23,12 +23,16 @@ TIMEOUT = 300  # one script run: the first loads (and may convert) the embedded 
 
 
 # --- the comparison, on tiny models -----------------------------------------------------------
-def test_every_drafter_is_timed_against_one_shared_baseline_per_prompt(target, load):
+def test_every_drafter_is_timed_in_pairs_with_its_own_runs_of_the_target_alone(target, load):
     drafts = ["tiny-draft", "ngram", "target"]
-    points = sweeps.compare_drafts(target, drafts, list(PROMPTS[:2]), Decoding(gamma=3, max_new_tokens=10), load=load)
+    points = sweeps.compare_drafts(target, drafts, list(PROMPTS[:2]), Decoding(gamma=3, max_new_tokens=10), load=load,
+                                   pairs=2)
     assert [(p.prompt_index, p.draft) for p in points] == [(i, d) for i in (0, 1) for d in drafts]
     for index in (0, 1):
-        assert len({id(p.comparison.baseline) for p in points if p.prompt_index == index}) == 1
+        mine = [p.comparison for p in points if p.prompt_index == index]
+        assert len({id(c.baseline) for c in mine}) == len(drafts), "no baseline is reused: each pairs its own"
+        assert len({tuple(c.baseline.output_ids) for c in mine}) == 1, "... of the same target-alone output"
+    assert all(p.comparison.paired and p.comparison.pairs == 2 for p in points)
     assert all(p.gamma == 3 and p.comparison.spec.settings["gamma"] == 3 for p in points)
     assert all(p.comparison.identical for p in points), "greedy exact verification must keep the target's output"
     assert all(p.comparison.spec.acceptance_rate == 1.0 for p in points if p.draft == "target")

@@ -25,16 +25,17 @@ TIMEOUT = 300  # one script run: the first loads (and may convert) the embedded 
 
 
 # --- the sweep, on tiny models ------------------------------------------------------------------
-def test_sweep_measures_one_baseline_per_prompt_shared_by_every_gamma(target, load):
+def test_sweep_times_every_gamma_in_pairs_with_its_own_runs_of_the_target_alone(target, load):
     done = []
     points = sweeps.gamma_sweep(target, "tiny-draft", list(PROMPTS[:2]), [3, 1, 2], Decoding(max_new_tokens=10),
-                                load=load, on_point=lambda p, n, total: done.append((n, total)))
+                                load=load, on_point=lambda p, n, total: done.append((n, total)), pairs=2)
     assert [(p.prompt_index, p.gamma) for p in points] == [(0, 1), (0, 2), (0, 3), (1, 1), (1, 2), (1, 3)]
     assert done == [(n, 6) for n in range(1, 7)]
     for index in (0, 1):
-        baselines = {id(p.comparison.baseline) for p in points if p.prompt_index == index}
-        assert len(baselines) == 1, "each γ must be timed against the same baseline run"
-    assert points[0].comparison.baseline is not points[3].comparison.baseline
+        mine = [p.comparison for p in points if p.prompt_index == index]
+        assert len({id(c.baseline) for c in mine}) == 3, "no γ reuses a baseline timed for another"
+        assert len({tuple(c.baseline.output_ids) for c in mine}) == 1
+    assert all(p.comparison.pairs == 2 and len(p.comparison.baseline_times) == 2 for p in points)
     assert all(p.comparison.spec.settings["gamma"] == p.gamma for p in points)
     assert all(p.comparison.identical for p in points), "greedy exact verification must keep the target's output"
 

@@ -3,20 +3,9 @@
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz.app import autoplay, controls
+from specviz.app import autoplay, controls, service
 from specviz.config import Decoding
 from specviz.lesson import recordings, steps
-
-
-@pytest.fixture
-def no_model(monkeypatch):
-    """Any model load fails loudly: the lesson must render from its recordings alone."""
-    controls.cached_model.clear()
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("the lesson loaded a model")
-
-    monkeypatch.setattr(controls, "load_model", refuse)
 
 
 def lesson_page(step: int | None = None) -> AppTest:
@@ -139,7 +128,7 @@ def test_run_it_live_replaces_the_recording_for_this_session():
     assert live.identical and live.spec.output_ids == recorded.spec.output_ids  # greedy, exact: the same text
     assert any("Run live on this machine" in c.value for c in at.caption)
     assert at.radio[0].key != question_before  # a fresh prediction on the live run
-    assert "default" in controls.loaded_models()
+    assert service.service().worker.alive, "the live run went through the measurement worker"
 
 
 def test_each_step_reveals_what_its_runs_show_without_contradiction(no_model):

@@ -20,17 +20,6 @@ SETTINGS = Decoding(gamma=3, max_new_tokens=10, chat=False)
 PROMPT = "w1 w2 w3 w4 w5"
 
 
-@pytest.fixture
-def no_model(monkeypatch):
-    """Any model load fails loudly: the race must play from its recording alone."""
-    controls.cached_model.clear()
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("the page loaded a model")
-
-    monkeypatch.setattr(controls, "load_model", refuse)
-
-
 @pytest.fixture(scope="module")
 def points(target, load):
     return sweeps.compare_drafts(target, ["ngram", "tiny-padded"], [PROMPT], SETTINGS, load=load)

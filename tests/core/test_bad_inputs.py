@@ -29,9 +29,11 @@ from tiny import (
 from transformers import BertConfig, BertForMaskedLM, LlamaModel
 
 from specviz import config
-from specviz.app import controls
+from specviz.app import controls, service
 from specviz.cli import main
+from specviz.lab.worker import Worker
 from specviz.models import load_model
+from worker_models import OOM_FLAG
 
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "1_Rounds.py")
 PROMPT = "w1 w2 w3 w1 w2 w3 w4"
@@ -130,8 +132,10 @@ SETTINGS_CASES = [
      ["lenience must be above 0 and at most 1 (1 = exact), got 1.5"]),
     ("31-unknown-device", run_args("--device", "tpu"), ["unknown device 'tpu'; use auto, cpu, cuda or mps"]),
     ("31-unknown-dtype", run_args("--dtype", "fp8"), ["unknown dtype 'fp8'; use auto, fp32, bf16 or fp16"]),
-    ("32-repeats-0", run_args("--repeats", "0"), ["argument --repeats: must be at least 1, got 0"]),
-    ("32-repeats-not-a-number", run_args("--repeats", "two"), ["argument --repeats: must be a whole number, got 'two'"]),
+    ("32-repeats-0", run_args("--repeats", "0"), ["argument --pairs/--repeats: must be at least 1, got 0"]),
+    ("32-repeats-not-a-number", run_args("--repeats", "two"),
+     ["argument --pairs/--repeats: must be a whole number, got 'two'"]),
+    ("32-pairs-too-many", run_args("--pairs", "10"), ["argument --pairs/--repeats: must be at most 9, got 10"]),
 ]
 
 
@@ -258,14 +262,33 @@ def test_cli_29_out_of_memory(capsys, folders, monkeypatch):
 
 
 # --- app: the Rounds page --------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def oom_flag(tmp_path_factory) -> Path:
+    """While this file exists, the worker's target runs out of memory (tests/worker_models.py)."""
+    return tmp_path_factory.mktemp("oom") / "full"
+
+
+@pytest.fixture(scope="module")
+def app_worker(folders, oom_flag):
+    """The measurement worker of this module's pages: `default` is the tiny target folder; offline, like the app."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HF_HUB_OFFLINE", "1")
+        patch.setenv(OOM_FLAG, str(oom_flag))
+        worker = Worker(loader="worker_models:load_folder", aliases={"default": folders["target"]})
+        worker.start()  # it reads the environment as it starts
+    yield worker
+    worker.stop()
+    service.service.clear()  # later modules get the app's own service again
+
+
 @pytest.fixture
-def page(folders, monkeypatch, offline) -> AppTest:
+def page(folders, monkeypatch, offline, app_worker) -> AppTest:
     """The Rounds page on the tiny target, after one good run (whose result every case checks is kept).
 
     `default` loads the tiny target folder; the pickers also offer the bad folders, as if typed in.
     """
-    monkeypatch.setattr(controls, "cached_model", lambda name, device="auto", dtype="auto": load_model(
-        folders["target"] if name == "default" else name, device, dtype))
+    monkeypatch.setattr(service, "new_service", lambda: service.RunService(app_worker))
+    service.service.clear()
     monkeypatch.setattr(controls, "target_options", lambda: ["default", "nobody/no-such-model-xyz", folders["missing"],
                                                        folders["empty"], folders["bad-config"], folders["bert"]])
     monkeypatch.setattr(controls, "draft_options", lambda: ["ngram", folders["padded"], folders["foreign"],
@@ -346,13 +369,15 @@ def test_app_21_draft_with_padded_embeddings_works_losslessly(page, folders):
     assert any("Identical to the target alone" in s.value for s in page.success)
 
 
-def test_app_29_out_of_memory_then_keeps_working(page, monkeypatch):
+def test_app_29_out_of_memory_then_keeps_working(page, oom_flag):
     kept = page.session_state["rounds-result"]
-    with monkeypatch.context() as patch:
-        patch.setattr(LlamaModel, "forward", out_of_memory)
+    oom_flag.touch()  # the worker's GPU is full
+    try:
         page.slider(key="rounds-gamma").set_value(2).run()
         assert_refused(page, kept, "the GPU ran out of memory; pick a smaller target or draft, lower max new tokens, "
                                    "or run SpecViz on a machine with more GPU memory")
+    finally:
+        oom_flag.unlink()
     page.slider(key="rounds-gamma").set_value(3).run()  # memory back: the next run works
     assert not page.exception and not page.error
     assert page.session_state["rounds-result"] is not kept and page.session_state["rounds-result"].identical

@@ -120,8 +120,10 @@ def test_greedy_sweep_reference_and_its_extremes(tiny_target):
     assert tight.comparisons[0].spec.output_ids == ref.comparisons[0].spec.output_ids
     assert tight.quality.agreement == 1.0 and tight.quality.log_likelihood == pytest.approx(ref.quality.log_likelihood)
     assert loose.alpha == 1.0 and loose.mean_accepted > ref.mean_accepted
-    # Every point is timed against the same baseline run.
-    assert {id(c.baseline) for p in [ref, *sweep.points] for c in p.comparisons} == {id(ref.comparisons[0].baseline)}
+    # Every point is timed in a pair of its own with the target alone, whose output is always the same.
+    runs = [c for p in [ref, *sweep.points] for c in p.comparisons]
+    assert all(c.paired for c in runs) and len({id(c.baseline) for c in runs}) == len(runs)
+    assert len({tuple(c.baseline.output_ids) for c in runs}) == 1
     frame = sweep.frame()
     assert list(frame["rule"]) == ["exact", "τ=0", "τ=50"]
     assert {"speedup", "alpha", "mean_accepted", "agreement", "bleu", "rouge_l", "log_likelihood"} <= set(frame.columns)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ...lab.measure import noise_warning, speedup_text
 from ...records import Comparison
 
 
@@ -12,7 +13,7 @@ def headline(c: Comparison) -> list[tuple[str, str, str]]:
         ("α", f"{spec.acceptance_rate:.2f}", f"acceptance rate: {spec.accepted} of {spec.drafted} drafted tokens accepted"),
         ("tokens/round", f"{spec.mean_accepted_tokens:.2f}", "accepted drafts plus the resampled or bonus token"),
         ("tokens/s", f"{spec.tokens_per_second:.1f}", f"target alone: {c.baseline.tokens_per_second:.1f} tokens/s"),
-        ("speedup", f"{c.speedup:.2f}×", f"measured: baseline {c.baseline_seconds:.2f} s ÷ speculative {c.spec_seconds:.2f} s"),
+        ("speedup", speedup_value(c), speedup_help(c)),
         ("theory", f"{c.theoretical_speedup_measured_verify:.2f}×",
          f"(1−α^(γ+1))/((1−α)(γc+v)) with this run's c, α = {spec.implied_alpha:.2f} per tested draft (the rate that "
          f"gives its tokens per round), γ = {spec.mean_drafted:.2f} tokens drafted per round and "
@@ -23,6 +24,26 @@ def headline(c: Comparison) -> list[tuple[str, str, str]]:
          "recording) and rounds that do not look like the average one. Near 1: the loop wastes little."),
         ("c", f"{c.cost_ratio:.3f}", "cost ratio: draft time per token ÷ target time per step, both measured"),
     ]
+
+
+def speedup_value(c: Comparison) -> str:
+    """The measured speedup as a card shows it: the median of the pairs, or their range when they disagree too much."""
+    if noise_warning(c):
+        low, high = c.speedup_range
+        return f"{low:.2f}–{high:.2f}×"
+    return f"{c.speedup:.2f}×"
+
+
+def speedup_help(c: Comparison) -> str:
+    pairs = (f"The target alone and the speculative run were timed in turn, {c.pairs} pairs (A B, B A, …); the speedup "
+             "is the median of the pairs' ratios, the range their spread. " if c.pairs else "Timed once each, not in pairs. ")
+    return (f"Measured: {speedup_text(c)}. {pairs}Median times: target alone {c.baseline_seconds:.2f} s, speculative "
+            f"{c.spec_seconds:.2f} s.")
+
+
+def spread_caption(c: Comparison) -> str:
+    """One line under the cards: the speedup with its spread, said in words."""
+    return f"Measured speedup **{speedup_text(c)}**: the target alone and speculative decoding timed in turn, pair by pair."
 
 
 def fidelity(c: Comparison) -> tuple[bool, str]:

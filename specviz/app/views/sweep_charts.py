@@ -46,7 +46,7 @@ def alpha_figure(table: pd.DataFrame, trees: pd.DataFrame | None = None) -> go.F
 def speedup_figure(table: pd.DataFrame, alpha: float, c: float, best: int | None,
                    trees: pd.DataFrame | None = None) -> go.Figure:
     """Measured speedup per γ over the standard model's curve from the measured α and c; the best γ starred.
-    `trees`: a tree of N = γ nodes at each point (the same tokens verified), measured against the same baselines."""
+    `trees`: a tree of N = γ nodes at each point (the same tokens verified), each timed in pairs with the target alone."""
     gammas, measured = table["gamma"].tolist(), table["speedup"].tolist()
     top = max(gammas, default=1)
     xs = [1 + i / CURVE_STEPS for i in range((top - 1) * CURVE_STEPS + 1)]

@@ -197,6 +197,25 @@ def measured_points(values: Mapping) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["name", "gamma", "speedup", "alpha", "cost_ratio", "theory"])
 
 
+def pairs_figure(values: Mapping) -> go.Figure | None:
+    """Every timed pair of this session's paired runs as a dot, the median as a bar: how far two timings of the
+    same run apart can land. None when no run here was timed in two or more pairs."""
+    runs = [(name, c) for name, c in find_comparisons(values) if c.pairs >= 2]
+    if not runs:
+        return None
+    fig = go.Figure()
+    labels = [f"{i + 1}. {c.spec.draft} (γ={c.spec.settings.get('gamma')})" for i, (_, c) in enumerate(runs)]
+    fig.add_bar(x=labels, y=[c.speedup for _, c in runs], name="median of the pairs (the figure shown)",
+                marker_color="rgba(120,120,120,0.35)")
+    fig.add_scatter(x=[label for label, (_, c) in zip(labels, runs) for _ in c.pair_ratios],
+                    y=[r for _, c in runs for r in c.pair_ratios], mode="markers", name="one timed pair",
+                    marker={"size": 10, "symbol": "diamond", "color": "#1f77b4"})
+    fig.add_hline(y=1, line_dash="dot", annotation_text="1× (no gain)")
+    fig.update_layout(title="This session's runs: each timed pair's speedup, and the median shown",
+                      yaxis_title="target alone ÷ speculative", height=340, margin={"t": 50, "b": 40})
+    return fig
+
+
 # --- the speed/quality trade-off of relaxed verification -------------------------------------
 QUALITY_METRICS = {  # column of Sweep.frame() -> axis title
     "agreement": "token agreement with exact",

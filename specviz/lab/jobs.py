@@ -1,0 +1,144 @@
+"""What the measurement worker can do: every model call the app makes, as a job with plain arguments.
+
+Each job runs in the worker process (`worker.serve`) with a `Context`: a loader that keeps each model
+once, `emit` to send the page a progress event (a point of a sweep, a training step), and
+`should_stop` (the page left or pressed Stop). A job returns a record; records travel back pickled.
+Jobs are thin: the measuring itself is `measure`, `sweeps`, `quality`, the lesson's and the trainers'.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..config import Decoding
+from ..drafters import build_drafter, learns_across_runs
+from ..errors import OUT_OF_MEMORY
+from ..models import LoadedModel
+from ..records import Comparison
+from . import measure, quality, sweeps
+
+
+@dataclass
+class WorkerState:
+    """What lives in the worker between jobs: how many runs of drafters that learn across runs have ended."""
+
+    learned_runs: int = 0
+
+
+@dataclass
+class Context:
+    load: Callable[[str], LoadedModel]  # a model by name, loaded once per worker
+    emit: Callable[[Any], None]  # a progress event for the page that asked
+    should_stop: Callable[[], bool]  # the page gave the job up
+    state: WorkerState = field(default_factory=WorkerState)
+
+    def ran(self, *drafts: str) -> None:
+        """Note runs of these drafters: those that learn across runs changed what the next run drafts."""
+        self.state.learned_runs += sum(learns_across_runs(d) for d in drafts)
+
+
+def load(ctx: Context, name: str) -> str:
+    """Load a model (the first use of a target converts it); returns where it runs."""
+    model = ctx.load(name)
+    return f"{model.device} {str(model.dtype).replace('torch.', '')}"
+
+
+def compare(ctx: Context, target: str, draft: str, prompt: str, settings: Decoding, pairs: int) -> Comparison:
+    """One measured run: the drafter and the target alone, timed in pairs (`measure.compare`)."""
+    model = ctx.load(target)
+    make = lambda: build_drafter(draft, model, ctx.load)  # noqa: E731 — a fresh drafter per run
+    make()  # an unknown or incompatible draft is refused before anything is timed
+    comparison = measure.compare(model, make, prompt, settings, pairs=pairs, should_stop=ctx.should_stop)
+    ctx.ran(draft)
+    return comparison
+
+
+def gamma_sweep(ctx: Context, target: str, draft: str, prompts: list[str], gammas: list[int], settings: Decoding,
+                pairs: int, tree_depth: int = 0) -> int:
+    """Draft length: every point is sent as ("point", point, done, total); returns how many were measured."""
+    model = ctx.load(target)
+    points = sweeps.gamma_sweep(model, draft, prompts, gammas, settings, load=ctx.load, pairs=pairs,
+                                tree_depth=tree_depth, should_stop=ctx.should_stop,
+                                on_point=lambda *point: ctx.emit(("point", *point)))
+    ctx.ran(draft)
+    return len(points)
+
+
+def compare_drafts(ctx: Context, target: str, drafts: list[str], prompts: list[str], settings: Decoding,
+                   pairs: int) -> int:
+    """Compare drafts: ("parameters", {label: count}) first, then every point as in `gamma_sweep`."""
+    model = ctx.load(target)
+    ctx.emit(("parameters", {label: sweeps.draft_parameters(spec, model, ctx.load)
+                             for label, spec, _ in sweeps.variants(drafts, settings)}))
+    points = sweeps.compare_drafts(model, drafts, prompts, settings, load=ctx.load, pairs=pairs,
+                                   should_stop=ctx.should_stop, on_point=lambda *point: ctx.emit(("point", *point)))
+    ctx.ran(*drafts)
+    return len(points)
+
+
+def tolerance_sweep(ctx: Context, target: str, draft: str, prompts: list[str], settings: Decoding,
+                    values: list[float], top_k: int, pairs: int) -> quality.Sweep:
+    """Verification tolerance: the sweep is sent as ("sweep", sweep, done, total) after every point."""
+    model = ctx.load(target)
+    make = lambda: build_drafter(draft, model, ctx.load)  # noqa: E731 — a fresh drafter per run
+    make()
+    sweep = quality.tolerance_sweep(model, make, prompts, settings, values, top_k=top_k, pairs=pairs,
+                                    should_stop=ctx.should_stop, on_point=lambda *point: ctx.emit(("sweep", *point)))
+    ctx.ran(draft)
+    return sweep
+
+
+def record_lab(ctx: Context, target: str, setup) -> Any:
+    """The lesson's sampling lab, live: ("progress", i, n) after each run."""
+    from ..lesson import recordings
+
+    return recordings.record_lab(ctx.load(target), setup, ctx.load, on_run=lambda i, n: ctx.emit(("progress", i, n)))
+
+
+def distil_head(ctx: Context, cfg, per_category: int) -> dict:
+    """The Distil page's small head: ("say", text) and ("step", row) while it trains, then its race."""
+    from ..training import quick, train_head
+
+    target = ctx.load(cfg.target)
+    folder = train_head.train_head(cfg, target, progress=False, say=lambda text: ctx.emit(("say", text)),
+                                   on_step=lambda row: ctx.emit(("step", row)))
+    ctx.emit(("say", "Racing the new head against the shipped drafts on evaluation prompts…"))
+    return quick.race_head(folder, target, per_category)
+
+
+def distil_draft(ctx: Context, cfg, per_category: int) -> dict:
+    """The Distil page's small draft: ("say", text) and ("step", row) while it trains, then its race."""
+    from ..training import quick
+
+    target = ctx.load(cfg.target)
+    ctx.emit(("say", "The target answers the training prompts…"))
+    data = quick.draft_data(cfg, target)
+    ctx.emit(("say", f"Data: {len(data.sequences)} answers, {data.answer_tokens:,} tokens"))
+    folder = quick.train_draft(cfg, target, data, lambda row: ctx.emit(("step", row)))
+    ctx.emit(("say", "Racing the new draft against the shipped ones on evaluation prompts…"))
+    return quick.race_draft(folder, target, per_category)
+
+
+JOBS: dict[str, Callable[..., Any]] = {
+    "load": load,
+    "compare": compare,
+    "gamma_sweep": gamma_sweep,
+    "compare_drafts": compare_drafts,
+    "tolerance_sweep": tolerance_sweep,
+    "record_lab": record_lab,
+    "distil_head": distil_head,
+    "distil_draft": distil_draft,
+}
+
+
+def unexpected(exc: BaseException) -> str:
+    """One line for an error no job expected (the worker's log keeps the traceback)."""
+    if isinstance(exc, torch.OutOfMemoryError):
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        return f"{OUT_OF_MEMORY}, or run SpecViz on a machine with more GPU memory"
+    return f"unexpected {exc.__class__.__name__}: {str(exc)[:200]} (details in the server log)"

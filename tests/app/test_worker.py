@@ -1,0 +1,88 @@
+"""The measurement worker on tiny models: paired records come back, and every way a job can go wrong leaves the
+worker (or its successor) ready for the next job: a refused draft, a worker killed mid-run, a page that gives
+its job up, a worker slow to start."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from specviz.config import Decoding
+from specviz.errors import ModelLoadError
+from specviz.lab.worker import Cancelled, Worker, WorkerDied
+
+SETTINGS = Decoding(gamma=3, max_new_tokens=12, chat=False)
+PROMPT = "w1 w2 w3 w4 w5"
+COMPARE = dict(target="tiny-target", draft="ngram", prompt=PROMPT, settings=SETTINGS, pairs=3)
+SWEEP = dict(target="tiny-target", draft="tiny-padded", prompts=[PROMPT, "w40 w41 w7"], gammas=[1, 2, 3, 4, 5, 6],
+             settings=SETTINGS, pairs=1)
+
+
+@pytest.fixture(scope="module")
+def worker():
+    """One worker for the module, slow to start (its preload waits), on the tiny models of worker_models.py."""
+    w = Worker(loader="worker_models:load", preload=("slow-tiny-target",), cancel_grace=20)
+    yield w
+    w.stop()
+
+
+def test_a_worker_slow_to_start_says_so_then_returns_a_paired_comparison(worker):
+    waited: list[float] = []
+    comparison = worker.run("compare", COMPARE, on_wait=waited.append)
+    assert waited and waited[-1] > 1.0, "the page heard that the worker was still starting"
+    assert worker.ready and worker.machine
+    assert comparison.paired and comparison.pairs == 3 and comparison.identical
+    assert len(comparison.spec_times) == len(comparison.baseline_times) == 3
+    assert comparison.speedup == sorted(comparison.pair_ratios)[1]
+    low, high = comparison.speedup_range
+    assert low <= comparison.speedup <= high
+
+
+def test_a_refused_draft_is_one_clear_error_and_the_worker_goes_on(worker):
+    pid = worker.pid
+    with pytest.raises(ModelLoadError, match="no tiny model called 'no-such-draft'"):
+        worker.run("compare", {**COMPARE, "draft": "no-such-draft"})
+    assert worker.pid == pid
+    assert worker.run("compare", {**COMPARE, "pairs": 1}).identical
+
+
+def test_a_sweep_sends_its_points_as_they_come(worker):
+    events = []
+    measured = worker.run("gamma_sweep", SWEEP, on_event=events.append)
+    assert measured == len(events) == 12
+    assert [e[0] for e in events] == ["point"] * 12
+    assert [e[2] for e in events] == list(range(1, 13)) and {e[3] for e in events} == {12}
+    assert all(e[1].comparison.identical for e in events)
+
+
+def test_a_page_that_gives_up_stops_the_job_and_the_next_job_gets_only_its_own_answer(worker):
+    events = []
+    with pytest.raises(Cancelled):
+        worker.run("gamma_sweep", SWEEP, on_event=events.append, cancelled=lambda: bool(events))
+    assert 1 <= len(events) < 12, "the sweep stopped early"
+
+    def leave(event):  # a page whose script ends (a Stop press) while the job's first event arrives
+        raise RuntimeError("the page went away")
+
+    with pytest.raises(RuntimeError, match="went away"):
+        worker.run("gamma_sweep", SWEEP, on_event=leave)
+    again = worker.run("compare", {**COMPARE, "pairs": 1})
+    assert again.identical and again.spec.draft == "ngram", "no late event or result of the given-up jobs"
+
+
+def test_a_worker_killed_mid_run_is_reported_and_the_next_run_starts_a_new_one(worker):
+    worker.run("compare", {**COMPARE, "pairs": 1})
+    old = worker.pid
+    timer = threading.Timer(1.0, os.kill, (old, signal.SIGKILL))
+    timer.start()
+    started = time.monotonic()
+    with pytest.raises(WorkerDied, match="stopped during this run .exit code -9.*press Run again"):
+        worker.run("compare", {**COMPARE, "target": "slow-slow-tiny-target", "pairs": 1})  # not loaded yet: slow
+    assert time.monotonic() - started < 10
+    assert not worker.alive
+    result = worker.run("compare", {**COMPARE, "pairs": 1})
+    assert worker.pid != old and worker.starts == 2 and result.identical
