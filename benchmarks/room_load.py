@@ -39,8 +39,10 @@ def main() -> None:
     for case, shown in (("differing", "sessions_shown_a_place"), ("identical", "sessions_shown_shared")):
         f = figures[case]
         print(f"{case} settings, {f['sessions']} sessions: last result after {f['seconds_to_last_result']} s "
-              f"(first {f['seconds_to_first_result']} s), peak server RSS {f['peak_rss_mb']} MB ({f['idle_rss_mb']} MB "
-              f"idle; bound {f['rss_bound_mb']} MB), {f[shown]} of {f['sessions']} "
+              f"(first {f['seconds_to_first_result']} s), peak server RSS {f['peak_rss_mb']} MB (bound "
+              f"{f['rss_bound_mb']} MB), its worker {f['peak_worker_rss_mb']} MB, both {f['peak_total_rss_mb']} MB "
+              f"({f['idle_rss_mb']} MB idle), "
+              f"{f[shown]} of {f['sessions']} "
               f"{'shown their own place' if case == 'differing' else 'shown the shared label'}")
     last = figures["identical"]["seconds_to_last_result"]
     if last > IDENTICAL_GOAL_S:

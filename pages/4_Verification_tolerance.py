@@ -61,7 +61,7 @@ if st.button("Run sweep", type="primary", key="tol-run", disabled=settings is No
         progress.progress(done / total, text=f"{done} of {total} verification rules measured…")
 
     with controls.error_box("run the sweep"):
-        service.run_job("tolerance_sweep", on_event, target=target, draft=draft, prompts=prompts, settings=settings,
+        state["tol-sweep"] = service.run_job("tolerance_sweep", on_event, target=target, draft=draft, prompts=prompts, settings=settings,
                         values=values, top_k=top_k, pairs=1)
     progress.empty()
 

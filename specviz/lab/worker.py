@@ -278,25 +278,37 @@ def serve(conn: Connection) -> None:
 
     state = jobs.WorkerState()
     conn.send(("ready", os.getpid(), machine()))
-    while (message := incoming.get()) is not None:
-        _, job_id, job, kwargs = message
-        cancel.clear()
-        current[0] = job_id
-        if job_id in given_up:
-            given_up.discard(job_id)
-            conn.send(("cancelled", job_id))
-            continue
-        context = jobs.Context(load, lambda payload, i=job_id: conn.send(("event", i, payload)), cancel.is_set, state)
-        try:
-            result = jobs.JOBS[job](context, **kwargs)
-            conn.send(("cancelled", job_id) if cancel.is_set() else ("done", job_id, result, state.learned_runs))
-        except SpecVizError as exc:
-            conn.send(("error", job_id, type(exc).__name__, str(exc)))
-        except Exception as exc:  # noqa: BLE001 — the page gets one line, the server log the traceback
-            traceback.print_exc()
-            conn.send(("error", job_id, "SpecVizError", jobs.unexpected(exc)))
-        current[0] = None
+    try:
+        while (message := incoming.get()) is not None:
+            _run_one(conn, message, jobs, load, state, cancel, current, given_up)
+    except (BrokenPipeError, EOFError, OSError):  # the server went away mid-job: nobody to answer
+        pass
 
+
+def _run_one(conn: Connection, message: tuple, jobs, load, state, cancel: threading.Event, current: list,
+             given_up: set[int]) -> None:
+    """Run one job and answer: its result, that it was cancelled, or its error in one line."""
+    _, job_id, job, kwargs = message
+    cancel.clear()
+    current[0] = job_id
+    if job_id in given_up:
+        given_up.discard(job_id)
+        conn.send(("cancelled", job_id))
+        return
+    context = jobs.Context(load, lambda payload: conn.send(("event", job_id, payload)), cancel.is_set, state)
+    try:
+        result = jobs.JOBS[job](context, **kwargs)
+        answer = ("cancelled", job_id) if cancel.is_set() else ("done", job_id, result, state.learned_runs)
+    except SpecVizError as exc:
+        answer = ("error", job_id, type(exc).__name__, str(exc))
+    except (BrokenPipeError, EOFError):
+        raise
+    except Exception as exc:  # noqa: BLE001 — the page gets one line, the server log the traceback
+        traceback.print_exc()
+        answer = ("error", job_id, "SpecVizError", jobs.unexpected(exc))
+    finally:
+        current[0] = None
+    conn.send(answer)
 
 if __name__ == "__main__":
     serve(Connection(int(sys.argv[1])))

@@ -4,6 +4,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app_helpers import chart_titles
+from specviz.app.views import figures
 
 pytestmark = pytest.mark.slow
 
@@ -35,14 +36,16 @@ def test_rounds_run_replay_and_bad_input_keeps_results():
     assert run.new_tokens == 16 and result.identical and run.draft == "ngram"
     shown = {m.label: m.value for m in at.metric}
     assert shown["α"] == f"{run.acceptance_rate:.2f}"
-    assert shown["speedup"] == f"{result.speedup:.2f}×"
+    assert shown["speedup"] == figures.speedup_value(result)  # the median, or the range when the pairs disagree
+    assert result.pairs == 3 and any(f"over 3 pairs" in c.value for c in at.caption)
     body = _html(at)
     assert "p (target)" in body and "sv-timeline" in body
 
-    # Live: changing γ re-runs the speculative part only (the baseline is reused).
+    # Live: changing γ re-runs the whole comparison (a baseline timed earlier is never reused: each run pairs its own).
     at.slider(key="rounds-gamma").set_value(2).run()
     again = at.session_state["rounds-result"]
-    assert again.spec.settings["gamma"] == 2 and again.baseline is result.baseline and again.identical
+    assert again.spec.settings["gamma"] == 2 and again.baseline is not result.baseline and again.identical
+    assert again.baseline.output_ids == result.baseline.output_ids
 
     # Replay: stepping back shows fewer rounds.
     at.button(key="rounds-back").click().run()

@@ -4,7 +4,8 @@ labelled shared; ticking "Measure afresh" times it again (the real embedded targ
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz.app import controls
+from specviz.app import service
+from specviz.app.shared_runs import SharedRuns
 
 pytestmark = pytest.mark.slow
 
@@ -26,7 +27,7 @@ def shared_notes(at: AppTest) -> list[str]:
 
 
 def test_an_identical_run_is_served_shared_and_a_fresh_one_is_measured_again():
-    controls.shared_runs.clear()
+    service.service().shared = SharedRuns()  # nothing measured yet on this server
     first = home_run()
     assert shared_notes(first) == []  # it measured its own run
     second = home_run()

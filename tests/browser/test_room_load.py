@@ -1,7 +1,8 @@
 """Learners press Run on Home at once, in room mode, on one server (the real embedded model).
 
 Every session must get its own result and no exception; a session that has to wait must be shown
-its place in the line while it waits; the server's resident memory must stay under RSS_BOUND_MB.
+its place in the line while it waits; the server's resident memory must stay under RSS_BOUND_MB, and with its
+measurement worker (which holds the models) under TOTAL_BOUND_MB.
 Runs are short (16 new tokens, the shortest Home offers) so that the test measures the queue, not
 the model.
 
@@ -41,6 +42,7 @@ SESSIONS = int(os.environ.get("SPECVIZ_LOAD_SESSIONS", 6))  # benchmarks/room_lo
 # size; twenty sessions add their pages' state and results, a few MB each. 2 GiB leaves room for the
 # allocator and fails if sessions were to copy models or keep growing.
 RSS_BOUND_MB = 2048
+TOTAL_BOUND_MB = 3072  # the worker holds the target twice (fp32 weights and oneDNN's packed copy): about 1.6 GB
 RUN = "Run ngram"
 DONE = "Step through it round by round"
 # Every queue note the page showed, in order, without repeats, and when the result appeared (ms since
@@ -78,10 +80,21 @@ def _press_run_at_once(browser, url, server, queries, while_waiting=None):
     every result; returns the pages and the figures measured (times, RSS, CPU, what each page showed)."""
     began = time.perf_counter()
     process, peak, stop = psutil.Process(server.pid), [0.0], threading.Event()
+    worker_peak, total_peak = [0.0], [0.0]
+
+    def rss() -> tuple[float, float]:
+        """MB resident: the web server, and its measurement worker (which holds the models)."""
+        worker = 0.0
+        for child in process.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                worker += child.memory_info().rss / 2**20
+        return process.memory_info().rss / 2**20, worker
 
     def sample():
         while not stop.is_set():
-            peak[0] = max(peak[0], process.memory_info().rss / 2**20)
+            server_mb, worker_mb = rss()
+            peak[0], worker_peak[0] = max(peak[0], server_mb), max(worker_peak[0], worker_mb)
+            total_peak[0] = max(total_peak[0], server_mb + worker_mb)
             time.sleep(0.2)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -97,7 +110,7 @@ def _press_run_at_once(browser, url, server, queries, while_waiting=None):
     for page in pages:  # the first one waits for the target to load, the others for their page
         wait_idle(page, timeout=300_000)
         expect(page.get_by_role("button", name=RUN)).to_contain_text("16 tokens")
-    idle_mb = process.memory_info().rss / 2**20
+    idle_mb = sum(rss())
     ready = time.perf_counter() - began
 
     def cpu():
@@ -105,6 +118,9 @@ def _press_run_at_once(browser, url, server, queries, while_waiting=None):
         whole = psutil.cpu_times()
         out = {"server": sum(process.cpu_times()[:2]), "browsers": sum(psutil.Process().cpu_times()[:2]),
                "machine": whole.user + whole.system + whole.nice}
+        for child in process.children(recursive=True):  # the measurement worker counts as the server's
+            with contextlib.suppress(psutil.Error):
+                out["server"] += sum(child.cpu_times()[:2])
         for proc in psutil.process_iter(["name"]):
             if any(name in (proc.info["name"] or "") for name in ("chrom", "node")):
                 with contextlib.suppress(psutil.Error):
@@ -137,9 +153,12 @@ def _press_run_at_once(browser, url, server, queries, while_waiting=None):
         expect(page.get_by_text("in the line")).to_have_count(0)  # the queue note is gone once the run is done
         shared.append(page.get_by_text(SHARED).count() > 0)
     assert peak[0] < RSS_BOUND_MB, f"server RSS peaked at {peak[0]:.0f} MB (bound {RSS_BOUND_MB} MB)"
+    assert total_peak[0] < TOTAL_BOUND_MB, f"server and worker peaked at {total_peak[0]:.0f} MB together"
     figures = {"sessions": len(pages), "max_new_tokens": 16, "seconds_to_last_result": round(times[-1], 1),
                "seconds_to_first_result": round(times[0], 1), "seconds_per_run": round(times[-1] / len(pages), 2),
-               "peak_rss_mb": round(peak[0]), "idle_rss_mb": round(idle_mb), "rss_bound_mb": RSS_BOUND_MB,
+               "peak_rss_mb": round(peak[0]), "peak_worker_rss_mb": round(worker_peak[0]),
+               "peak_total_rss_mb": round(total_peak[0]),
+               "idle_rss_mb": round(idle_mb), "rss_bound_mb": RSS_BOUND_MB,
                "sessions_shown_shared": sum(shared), "seconds_to_ready": round(ready, 1),
                "cpu_seconds_during_runs": {k: round(v, 1) for k, v in used.items()}, "cpu_cores": psutil.cpu_count()}
     return pages, notes, shared, figures
