@@ -3,6 +3,7 @@
 import streamlit as st
 
 from specviz import theory
+from specviz.config import APP_MAX_GAMMA
 from specviz.app import links, page_list, room
 from specviz.app.views import theory_charts
 from specviz.lab import verify_cost
@@ -14,12 +15,12 @@ st.write("If each drafted token is accepted with probability α, a round of γ d
          "for γ·c + v target steps, so speedup rises with α, falls with the cost ratio c, and peaks at one best γ.")
 
 room.room_bar(room.page_id(__file__))
-LINK = [links.Param("theory-alpha", "alpha", float, limits=(0, 0.99)), links.Param("theory-gamma", "gamma", int, limits=(1, 16)),
+LINK = [links.Param("theory-alpha", "alpha", float, limits=(0, 0.99)), links.Param("theory-gamma", "gamma", int, limits=(1, APP_MAX_GAMMA)),
         links.Param("theory-c", "c", float, limits=(0, 1)), links.Param("theory-v", "v", float, limits=(0.5, 3))]
 links.restore(LINK)
 a, g, cc, vv = st.columns(4)
 alpha = a.slider("Acceptance rate α", 0.0, 0.99, 0.7, 0.01, key="theory-alpha")
-gamma = g.slider("Draft length γ", 1, 16, 4, key="theory-gamma")
+gamma = g.slider("Draft length γ", 1, APP_MAX_GAMMA, 4, key="theory-gamma")
 c = cc.slider("Cost ratio c (one draft token in target steps)", 0.0, 1.0, 0.1, 0.01, key="theory-c")
 v = vv.slider("Verification cost v (target steps)", 0.5, 3.0, 1.0, 0.05, key="theory-v",
               help="One forward over γ+1 tokens; 1 in the paper's model, a little more on real hardware")

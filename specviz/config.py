@@ -17,6 +17,11 @@ MAX_TREE_BUDGET = 64  # nodes per round; a CPU verifies 32 tree tokens in about 
 MAX_GAMMA = 64  # longer drafts never pay off; the cap keeps a typo from drafting thousands of tokens
 MAX_NEW_TOKENS = 4096
 MAX_TEMPERATURE = 100.0  # far past any useful value: softmax(logits / 100) is all but uniform
+# The app's sliders, and the links that restore them, offer less than the library accepts: enough to see where a
+# draft stops paying on a CPU, short enough to wait for in a workshop.
+APP_MAX_GAMMA = 16
+APP_MAX_TREE_BUDGET = 32
+APP_MAX_NEW_TOKENS = 256
 
 
 def _number(name: str, value, kind=float):

@@ -16,7 +16,7 @@ import streamlit as st
 import torch
 
 from .. import drafters
-from ..config import Decoding, Sampling, TreeShape, Verification
+from ..config import APP_MAX_GAMMA, APP_MAX_NEW_TOKENS, APP_MAX_TREE_BUDGET, Decoding, Sampling, TreeShape, Verification
 from ..errors import OUT_OF_MEMORY, SpecVizError
 from ..lab.worker import Cancelled
 from ..models import DEFAULT_TARGET, pick_device
@@ -97,8 +97,8 @@ def prompt_params(key: str) -> list[links.Param]:
 
 def decoding_params(key: str, with_gamma: bool = True) -> list[links.Param]:
     """The controls of `decoding_controls(key, …)` in the URL (those not shown are left out of it)."""
-    gamma = [links.Param(f"{key}-gamma", "gamma", int, limits=(1, 16)), links.Param(f"{key}-adaptive", "adaptive", bool),
-             links.Param(f"{key}-tree", "tree", int, limits=(0, 32)),
+    gamma = [links.Param(f"{key}-gamma", "gamma", int, limits=(1, APP_MAX_GAMMA)), links.Param(f"{key}-adaptive", "adaptive", bool),
+             links.Param(f"{key}-tree", "tree", int, limits=(0, APP_MAX_TREE_BUDGET)),
              links.Param(f"{key}-branching", "branching", int, choices=lambda: (1, 2, 3, 4)),
              links.Param(f"{key}-treemode", "tree_shape", choices=lambda: ("dynamic", "static"))]
     return (gamma if with_gamma else []) + [
@@ -107,7 +107,7 @@ def decoding_params(key: str, with_gamma: bool = True) -> list[links.Param]:
         links.Param(f"{key}-mode", "verification", choices=lambda: ("exact", "relaxed")),
         links.Param(f"{key}-tol", "tolerance", float, limits=(0, 5)), links.Param(f"{key}-topk", "top_k", int, limits=(1, 20)),
         links.Param(f"{key}-len", "lenience", float, limits=(0.05, 1)),
-        links.Param(f"{key}-maxnew", "max_new", int, limits=(8, 256)),
+        links.Param(f"{key}-maxnew", "max_new", int, limits=(8, APP_MAX_NEW_TOKENS)),
         links.Param(f"{key}-seed", "seed", int, limits=(0, 2**31 - 1)), links.Param(f"{key}-raw", "raw", bool),
     ]
 
@@ -181,7 +181,7 @@ def prompt_picker(key: str, default_category: str = "chat") -> str:
 
 def decoding_controls(key: str, with_gamma: bool = True, with_verification: bool = True) -> Decoding:
     """Sliders for γ, verification, sampling, length and seed; raises SpecVizError if out of range."""
-    gamma = st.slider("Draft length γ", 1, 16, 4, key=f"{key}-gamma") if with_gamma else 4
+    gamma = st.slider("Draft length γ", 1, APP_MAX_GAMMA, 4, key=f"{key}-gamma") if with_gamma else 4
     adaptive = st.checkbox("Adaptive γ (+2 after a full accept, −1 otherwise)", key=f"{key}-adaptive") if with_gamma else False
     tree = tree_controls(key) if with_gamma else TreeShape()
     temperature = st.slider("Temperature (0 = greedy)", 0.0, 2.0, 0.0, 0.05, key=f"{key}-temp")
@@ -197,7 +197,7 @@ def decoding_controls(key: str, with_gamma: bool = True, with_verification: bool
         elif mode == "relaxed":
             lenience = st.slider("Lenience l (1 = exact)", 0.05, 1.0, 0.5, 0.05, key=f"{key}-len")
             verification = Verification("relaxed", lenience=lenience)
-    max_new = st.slider("Max new tokens", 8, 256, 64, 8, key=f"{key}-maxnew")
+    max_new = st.slider("Max new tokens", 8, APP_MAX_NEW_TOKENS, 64, 8, key=f"{key}-maxnew")
     seed = st.number_input("Seed", 0, 2**31 - 1, 0, key=f"{key}-seed")
     chat = not st.checkbox("Raw prompt (no chat template)", key=f"{key}-raw",
                            help="By default the prompt is a user message in the target's chat template")
@@ -207,7 +207,7 @@ def decoding_controls(key: str, with_gamma: bool = True, with_verification: bool
 
 def tree_controls(key: str) -> TreeShape:
     """The tree budget beside γ: 0 drafts a chain; N drafts a tree of N nodes, γ deep, verified in one forward."""
-    budget = st.slider("Token tree: nodes per round (0 = a chain of γ)", 0, 32, 0, key=f"{key}-tree",
+    budget = st.slider("Token tree: nodes per round (0 = a chain of γ)", 0, APP_MAX_TREE_BUDGET, 0, key=f"{key}-tree",
                        help="A tree drafts several candidates per position and the target verifies all N nodes in one "
                             "forward (a chain of γ=N verifies as many). γ is then the tree's depth.")
     if not budget:

@@ -31,9 +31,13 @@ MAX_PAIRS = 9  # more pairs only make a learner wait
 
 
 def warm_up(target: LoadedModel, make_drafter: Callable[[], Drafter] | None, prompt: str, settings: Decoding) -> None:
-    """A few tokens through both models: first calls pay for allocation and kernel selection."""
+    """A few tokens through both models: first calls pay for allocation and kernel selection. A speculative warm-up
+    runs long enough for one full round (γ drafts, or the tree's nodes), so the widest verification forward of
+    the run is not first met inside a timed run."""
     encode_prompt(target, prompt, settings)  # a prompt too long for the real run is refused before warming up
-    short = replace(settings, max_new_tokens=WARMUP_TOKENS)
+    widest = settings.tree.budget if settings.tree.on else settings.gamma
+    tokens = WARMUP_TOKENS if make_drafter is None else max(WARMUP_TOKENS, widest + 2)
+    short = replace(settings, max_new_tokens=min(tokens, settings.max_new_tokens))
     generate(target, make_drafter() if make_drafter else None, prompt, short)
 
 

@@ -163,6 +163,7 @@ class Worker:
                         if not self._ready and on_wait is not None:
                             on_wait(time.monotonic() - self.started_at)
                         if asked_to_stop is None and cancelled is not None and cancelled():
+                            _log.info("job %s (%s) given up by the page that asked for it", job_id, job)
                             self._send(("cancel", job_id))
                             asked_to_stop = time.monotonic()
                         elif asked_to_stop is not None and time.monotonic() - asked_to_stop > self.cancel_grace:
@@ -189,6 +190,7 @@ class Worker:
                     raise _error(message[2], message[3])
             finally:
                 if not finished and self.alive:  # the page left mid-job (an exception in on_event, a stop)
+                    _log.info("job %s (%s) left by its page mid-job", job_id, job)
                     self._send(("cancel", job_id))
 
     def _send(self, message: tuple) -> None:

@@ -21,6 +21,7 @@ from ..drafters.head_net import DraftHead
 from ..models import LoadedModel
 from .answers import eval_prompts, generate_data
 from .features import Features, capture, load_features, shard_names
+from .head_loss import unrolled_features  # the training unroll: both read the same attention pattern
 from .texts import answer_texts
 
 
@@ -60,7 +61,6 @@ def agreement(head: DraftHead, held: HeldOut, embedding: torch.Tensor, rows: tor
     unroll reads the true tokens, as a run reads the kept drafts). Every answer token is counted (the first one
     is drafted from the prompt's last pair).
     """
-    from .train_head import unrolled_features  # the training unroll: both read the same attention pattern
 
     data, device = held.features, embedding.device
     hits, counts = [0] * steps, [0] * steps

@@ -32,7 +32,6 @@ from specviz import config
 from specviz.app import controls, service
 from specviz.cli import main
 from specviz.lab.worker import Worker
-from specviz.models import load_model
 from worker_models import OOM_FLAG
 
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "1_Rounds.py")

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from specviz import Decoding, build_drafter, generate, load_model
-from specviz.cli import BENCH_FIELDS, main
+from specviz.cli import main
+from specviz.lab.bench import BENCH_FIELDS
 from specviz.prompts import encode, load_prompt_set
 
 pytestmark = pytest.mark.slow

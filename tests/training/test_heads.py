@@ -14,7 +14,8 @@ from specviz.decode import generate
 from specviz.drafters import HeadDrafter, HybridDrafter, build_drafter
 from specviz.drafters.head_net import DraftHead, HeadShape, KVCache, read_info
 from specviz.errors import ConfigError
-from specviz.training.train_head import coverage, unrolled_features
+from specviz.training.head_loss import unrolled_features
+from specviz.training.train_head import coverage
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
