@@ -11,11 +11,11 @@ the same loop with a drafter that proposes nothing, so both are timed by the sam
 from __future__ import annotations
 
 import functools
-import time
 
 import torch
 from transformers import DynamicCache
 
+from .clock import Clock
 from .config import Decoding
 from .drafters import Drafter, NoDrafter, Proposal
 from .fast_path import GrowingCache
@@ -34,18 +34,6 @@ PLAIN_HEAD_MODELS = {"llama", "mistral", "qwen2", "qwen3"}
 # Intel Xeon, where a step is 40 ms), while asking row by row reads the weights again each time (a tree's
 # branch is checked one node at a time). Records still show only the rows the acceptance rule asked for.
 HEAD_ROWS_AT_ONCE = 33
-
-
-class Clock:
-    """Wall-clock seconds that wait for the device first, so GPU work is counted where it happens."""
-
-    def __init__(self, device: torch.device):
-        self.sync = {"cuda": torch.cuda.synchronize, "mps": getattr(torch.mps, "synchronize", None)}.get(device.type)
-
-    def __call__(self) -> float:
-        if self.sync:
-            self.sync()
-        return time.perf_counter()
 
 
 def encode_prompt(target: LoadedModel, prompt: str, settings: Decoding) -> list[int]:

@@ -47,7 +47,8 @@ def measure_verify_cost(target, max_nodes: int = 32, contexts: tuple[int, ...] =
 def _measure_at(target, max_nodes: int, context: int, repeats: int) -> dict:
     import torch
 
-    from ..decode import Clock, target_forward
+    from ..clock import Clock
+    from ..decode import target_forward
     from ..fast_path import GrowingCache
     from ..trees import keep_branch, target_attention
 
