@@ -17,7 +17,7 @@ from transformers import DynamicCache
 
 from .clock import Clock
 from .config import Decoding
-from .drafters import Drafter, NoDrafter, Proposal
+from .drafters import Drafter, NoDrafter, Proposal, Timing
 from .fast_path import GrowingCache
 from .models import LoadedModel
 from .prompts import encode
@@ -125,11 +125,12 @@ def generate(
         # 3. Roll back. The cache held every committed token but the last and was fed k+1 more: it now
         #    holds all committed tokens and the k drafts. Keep the drafts that were kept (a chain's
         #    accepted prefix, a tree's accepted branch) and drop the other k - n_accepted. The drafter
-        #    gets the forward's hidden states of the last committed token and the kept drafts.
+        #    gets the forward's hidden states of the last committed token and the kept drafts, and the
+        #    round's times (drafters that weigh cost learn them here, and keep no clock of their own).
         kept = verdict.kept
         keep_branch(cache, ids.shape[1], proposal.ids.shape[0], kept)
         t2 = clock()
-        drafter.feedback(kept, branch_rows(hidden, kept))
+        drafter.feedback(kept, branch_rows(hidden, kept), Timing(t1 - t0, t2 - t1, proposal.ids.shape[0]))
         t3 = clock()
         # 4. Commit the accepted drafts and the next token, stopping at EOS and max-new-tokens.
         emitted = proposal.ids[kept].tolist() + [verdict.next_token]

@@ -12,9 +12,11 @@ of every term and each round takes the option with the most expected tokens per 
   the same words), times a running calibration: tokens it got kept over tokens its confidence
   promised. A long match seen often and a one-token match seen once differ far more than draft
   positions do.
-- c_s: the seconds each source took per drafted token, measured here around its own `propose`.
+- c_s: the seconds per drafted token of the rounds each source drafted, as the loop timed them
+  (`base.Timing`; a head round's include the suffix lookup before it, tens of microseconds).
 - v(n): the seconds of verification forwards, on a line fitted through the sizes n it has seen,
-  over those of a plain step (n = 0) (`costs.Costs`); the suffix drafter cuts its own draft by it.
+  over those of a plain step (n = 0) (`costs.Costs`). The suffix drafter, handed the same times,
+  fits the same line and cuts its own draft by it.
 
 The suffix drafter proposes first (it costs microseconds and its draft ends where its confidence
 does); the head is asked only when it could win. Whatever is chosen, the target verifies it with
@@ -26,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .base import Drafter, Proposal
-from .costs import DECAY, Clock, Costs
+from .costs import DECAY, Costs
 from .head import HeadDrafter
 from .suffix import SuffixDrafter
 
@@ -82,10 +84,10 @@ class AutoDrafter(Drafter):
         self.acceptance: dict[str, Acceptance] = {}
         self.costs = Costs()
         self.choice: Choice | None = None
-        self.copied = [PRIOR, PRIOR]  # tokens the suffix drafter got kept, and those its confidence promised (decaying sums)
+        # Tokens the suffix drafter got kept, and those its confidence promised (decaying sums).
+        self.copied = [PRIOR, PRIOR]
         self.depth = 0  # how deep this round's proposal reaches
-        self.clock = Clock()
-        suffix.verify_cost = lambda n: self.costs.v(n)  # the suffix drafter cuts its draft by the costs measured here
+        self.drafting = ("suffix", 0)  # this round's drafting: the source charged for its seconds, and its tokens
 
     def start(self, prompt_ids, settings, hidden=None):
         super().start(prompt_ids, settings)
@@ -94,11 +96,10 @@ class AutoDrafter(Drafter):
             self.head.start(prompt_ids, settings, hidden)
         self.acceptance = {self.head.name: Acceptance()} if self.head else {}
         self.costs, self.choice, self.copied = Costs(prior_slope=self.suffix.prior_slope), None, [PRIOR, PRIOR]
-        self.clock = Clock(prompt_ids.device)
 
     def draft(self, context, k, sampling, generator) -> Proposal:
-        copied, seconds = self._timed(self.suffix, context, k, sampling, generator)
-        self.costs.observe_draft("suffix", seconds, copied.ids.shape[0])
+        copied = self.suffix.propose(context, k, sampling, generator)
+        self.drafting = ("suffix", copied.ids.shape[0])
         tree = self.tree.budget if self.tree.on else 0  # a tree's forward reads its nodes, not its depth
         options = [self._option("none", 0, 0, "")]
         if copied.parents is not None and copied.ids.shape[0]:  # a suffix tree: all of it, its nodes' confidence summed
@@ -113,24 +114,26 @@ class AutoDrafter(Drafter):
         elif best.source == "none":
             proposal = Proposal(context.new_empty(0), None)
         else:
-            proposal, seconds = self._timed(self.head, context, best.n, sampling, generator)
-            self.costs.observe_draft(best.source, seconds, _depth(proposal))
+            proposal = self.head.propose(context, best.n, sampling, generator)
+            self.drafting = (best.source, _depth(proposal))
         self.choice, self.depth = best, _depth(proposal)
         proposal.source, proposal.why = best.source, self._explain(best, options)
-        self.clock.start()
         return proposal
 
-    def feedback(self, kept, hidden=None):
-        seconds = self.clock.seconds()
+    def feedback(self, kept, hidden=None, timing=None):
         super().feedback(kept)
-        self.costs.observe_forward(self.drafted, seconds)
+        if timing is not None:  # the loop's times: this round's drafting, charged to its source, and its forward
+            source, tokens = self.drafting
+            self.costs.observe_draft(source, timing.draft_seconds, tokens)
+            self.costs.observe_forward(timing.verified, timing.verify_seconds)
         if self.choice and self.choice.source == "suffix":
-            self.copied = [DECAY * self.copied[0] + len(kept), DECAY * self.copied[1] + sum(self.suffix.confidence[: self.choice.n])]
+            promised = sum(self.suffix.confidence[: self.choice.n])
+            self.copied = [DECAY * self.copied[0] + len(kept), DECAY * self.copied[1] + promised]
         elif self.choice and self.choice.source != "none":
             self.acceptance[self.choice.source].observe(self.depth, len(kept))
-        self.suffix.feedback(kept)
+        self.suffix.feedback(kept, None, timing)  # the suffix drafter fits its v(n) to the same forwards
         if self.head is not None:
-            self.head.feedback(kept, hidden)  # the head keeps reading the target's true features every round
+            self.head.feedback(kept, hidden, timing)  # the head keeps reading the target's true features every round
 
     def finish(self, output_ids):
         self.suffix.finish(output_ids)
@@ -160,11 +163,6 @@ class AutoDrafter(Drafter):
         chosen = f"{best.source}{f' ×{best.n}' if best.n else ''}: {best.gain:.2f} tokens per step"
         match = f" ({best.why})" if best.why else ""
         return f"{chosen}{match}" + (f"; against {rivals}" if rivals else "")
-
-    def _timed(self, drafter: Drafter, context, k, sampling, generator) -> tuple[Proposal, float]:
-        t0 = self.clock.now()
-        proposal = drafter.propose(context, k, sampling, generator)
-        return proposal, self.clock.now() - t0
 
 
 def _depth(proposal: Proposal) -> int:

@@ -19,6 +19,15 @@ class Proposal:
     why: str = ""  # ... and why, in a line for the Rounds timeline
 
 
+@dataclass(frozen=True)
+class Timing:
+    """What the loop measured in one round, handed to the drafter in `feedback` (drafters keep no clock)."""
+
+    draft_seconds: float  # the drafter's `propose`
+    verify_seconds: float  # the target's forward over the last committed token and the drafts, the check, the rollback
+    verified: int  # drafts (a tree's nodes) that forward read after the last committed token
+
+
 def drop_last(cache: DynamicCache, count: int) -> None:
     """Remove the newest `count` positions from a KV cache (transformers' crop takes a negative count)."""
     if count > 0:
@@ -51,15 +60,15 @@ class Drafter:
     def draft(self, context: torch.Tensor, k: int, sampling: Sampling, generator) -> Proposal:
         raise NotImplementedError
 
-    def feedback(self, kept: list[int], hidden: torch.Tensor | None = None) -> None:
-        """After verification: the kept drafts (by index) and the target's hidden states at the last committed
-        token and each of them. Adaptive γ, the well-known schedule: +2 after a fully kept round, -1 otherwise."""
+    def feedback(self, kept: list[int], hidden: torch.Tensor | None = None, timing: Timing | None = None) -> None:
+        """After verification: the kept drafts (by index), the target's hidden states at the last committed
+        token and each of them, and the round's times (None where nothing was timed: a replay).
+        Adaptive γ, the well-known schedule: +2 after a fully kept round, -1 otherwise."""
         if self.adaptive and self.drafted:
             if len(kept) == self.drafted:
                 self.gamma = min(MAX_GAMMA, self.gamma + 2)
             else:
                 self.gamma = max(1, self.gamma - 1)
-
 
     def finish(self, output_ids: list[int]) -> None:
         """After the run: its new tokens. Drafters that learn across runs keep them; the rest ignore them."""

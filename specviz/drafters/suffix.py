@@ -30,7 +30,7 @@ import torch
 
 from ..config import Sampling
 from .base import Drafter, Proposal
-from .costs import Clock, Costs
+from .costs import Costs
 from .suffix_index import LocalIndex, Match, SuffixCorpus
 
 MIN_CONFIDENCE = 0.02  # candidates less likely than this to be reached and kept are not even considered
@@ -83,11 +83,10 @@ class SuffixDrafter(Drafter):
         super().__init__(name)
         self.corpus = corpus
         self.min_confidence = min_confidence
-        self.never = never  # tokens never drafted: the chat template's markers, which a prompt has but an answer does not
-        self.verify_cost = verify_cost  # v(n) given (a replay, or `auto`'s measurement); None: timed here
+        self.never = never  # tokens never drafted: the chat template's markers (a prompt has them, an answer not)
+        self.verify_cost = verify_cost  # v(n) given (a replay, a test); None: fitted to the loop's times of forwards
         self.prior_slope = prior_slope
         self.costs = Costs(prior_slope=prior_slope)
-        self.clock = Clock()
         self.local = LocalIndex(LOCAL_DEPTH)
         self.key: int | None = None  # the prompt's, so that this prompt never drafts from its own earlier answer
         self.why = ""  # the last round's match and cut, for the Rounds timeline
@@ -97,7 +96,7 @@ class SuffixDrafter(Drafter):
         super().start(prompt_ids, settings)
         self.local = LocalIndex(LOCAL_DEPTH)
         self.key = hash(tuple(prompt_ids[0].tolist())) & (2**62 - 1)
-        self.costs, self.clock = Costs(prior_slope=self.prior_slope), Clock(prompt_ids.device)
+        self.costs = Costs(prior_slope=self.prior_slope)
 
     def draft(self, context, k, sampling: Sampling, generator) -> Proposal:
         self.local.extend(context[0, len(self.local.tokens) :].tolist())
@@ -107,12 +106,11 @@ class SuffixDrafter(Drafter):
         if k > 0:
             tokens, parents = self.best_tree(budget, branching, max_depth=k)
         ids = torch.tensor(tokens, dtype=torch.long, device=context.device)
-        self.clock.start()
         return Proposal(ids, None, parents if self.tree.on and tokens else None, why=self.why)
 
-    def feedback(self, kept, hidden=None):
-        if self.verify_cost is None:
-            self.costs.observe_forward(self.drafted, self.clock.seconds())
+    def feedback(self, kept, hidden=None, timing=None):
+        if self.verify_cost is None and timing is not None:
+            self.costs.observe_forward(timing.verified, timing.verify_seconds)
         super().feedback(kept)
 
     def v(self, n: int) -> float:
@@ -159,7 +157,8 @@ class SuffixDrafter(Drafter):
             sources.append(source)
             depths.append(depth)
             if depth < max_depth:
-                offer(len(tokens) - 1, -chance, (local.follow(token) if local else None, found.follow(token) if found else None))
+                followed = (local.follow(token) if local else None, found.follow(token) if found else None)
+                offer(len(tokens) - 1, -chance, followed)
         return tokens, parents, chances, sources
 
     def _cut(self, chances: list[float]) -> int:

@@ -110,6 +110,19 @@ def test_rounds_record_which_drafter_drafted_and_why(target, make_drafter):
     assert "suffix ·" in html and copied.why.split(";")[0] in html
 
 
+def test_the_suffix_drafter_cuts_by_the_costs_auto_weighs(target):
+    """Both learn v(n) from the loop's times of the same forwards, so the suffix drafter's cut and auto's choice
+    price a draft alike; auto's drafting seconds come from the loop too."""
+    corpus = SuffixCorpus()
+    for prompt in PROMPTS:
+        generate(target, SuffixDrafter(corpus=corpus), prompt, Decoding(gamma=4, max_new_tokens=24))
+    drafter = auto(corpus=corpus)
+    run = generate(target, drafter, PROMPTS[0], Decoding(gamma=4, max_new_tokens=24))
+    assert len(drafter.costs.forward) >= 2 and drafter.costs.forward == drafter.suffix.costs.forward
+    assert all(drafter.costs.v(n) == drafter.suffix.v(n) for n in range(6))
+    assert "suffix" in {r.source for r in run.rounds} and drafter.costs.draft["suffix"] > 0
+
+
 @pytest.mark.parametrize("tree", [TreeShape(), TreeShape(budget=6, branching=2)])
 @pytest.mark.parametrize("gamma", [1, 4])
 def test_greedy_output_is_the_targets_own_with_and_without_a_head(target, baseline, load, tiny_head_dir, tree, gamma):
