@@ -21,7 +21,7 @@ from .drafters import Drafter, NoDrafter, Proposal, Timing
 from .fast_path import GrowingCache
 from .models import LoadedModel
 from .prompts import encode
-from .recorder import bare_round, full_round, label
+from .recorder import bare_round, explain, full_round, label
 from .records import Round, Run
 from .trees import branch_rows, keep_branch, target_attention, verify_tree
 from .verify import LazyLogits, Verdict, verify
@@ -106,6 +106,7 @@ def generate(
     prefill_seconds = clock() - start
 
     rounds: list[Round] = []
+    reasons = []  # per round, the drafter's reason in numbers (Proposal.reason), worded after the clock stops
     new: list[int] = []
     arrivals: list[float] = []  # per new token: seconds since start when its round's verification ended
     stopped_at_eos = False
@@ -144,6 +145,7 @@ def generate(
         ids = torch.cat([ids, torch.tensor([emitted], device=device)], dim=1)
         record = full_round if detail else bare_round
         rounds.append(record(len(rounds), k, proposal, verdict, len(emitted), t1 - t0 + t3 - t2, t2 - t1))
+        reasons.append(proposal.reason)
     seconds = clock() - start
     drafter.finish(new)  # after the clock: what a drafter learns from this answer is for later runs
 
@@ -164,6 +166,7 @@ def generate(
         arrival_seconds=arrivals,
     )
     label(run, target.tokenizer)
+    explain(run.rounds, reasons)
     return run
 
 

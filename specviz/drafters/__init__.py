@@ -24,7 +24,7 @@ it; none keeps a clock (None in a replay, where nothing is timed).
 """
 
 from .auto import AutoDrafter
-from .base import Drafter, NoDrafter, Proposal, Timing, drop_last
+from .base import Drafter, NoDrafter, Proposal, Reason, Timing, drop_last
 from .head import HeadDrafter, HybridDrafter
 from .model import ModelDrafter, layer_skip_view
 from .ngram import NgramDrafter
@@ -33,5 +33,6 @@ from .registry import (DRAFTERS, Kind, Loader, Spec, build_drafter, head_folder,
                        parse_spec, register)
 
 __all__ = ["AutoDrafter", "DRAFTERS", "Drafter", "HeadDrafter", "HybridDrafter", "Kind", "Loader", "ModelDrafter",
-           "NgramDrafter", "NoDrafter", "Proposal", "Spec", "SuffixDrafter", "Timing", "build_drafter", "drop_last",
-           "head_folder", "kind_of", "layer_skip_view", "learns_across_runs", "offered", "parse_spec", "register"]
+           "NgramDrafter", "NoDrafter", "Proposal", "Reason", "Spec", "SuffixDrafter", "Timing", "build_drafter",
+           "drop_last", "head_folder", "kind_of", "layer_skip_view", "learns_across_runs", "offered", "parse_spec",
+           "register"]

@@ -27,10 +27,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .base import Drafter, Proposal
+from .base import Drafter, Proposal, Reason
 from .costs import DECAY, Costs
 from .head import HeadDrafter
-from .suffix import SuffixDrafter
+from .suffix import Cut, SuffixDrafter
 
 PRIOR = 1.0  # pseudo-observations of the starting α = 1/2 at each position
 
@@ -70,7 +70,26 @@ class Choice:
     source: str  # "suffix", the head's name, or "none"
     n: int  # drafts asked for
     gain: float  # expected tokens per target step
-    why: str
+    cut: Cut | None = None  # the suffix drafter's reason for its draft (suffix options)
+
+
+@dataclass(frozen=True)
+class Weighed(Reason):
+    """A round's choice and the options it was weighed against, in numbers (`text` words them after the loop)."""
+
+    best: Choice
+    options: tuple[Choice, ...]
+
+    def text(self) -> str:
+        """What was chosen, its expected tokens per step, and the best option of every other source."""
+        best, others = self.best, {}
+        for o in self.options:
+            if o.source != best.source and (o.source not in others or o.gain > others[o.source].gain):
+                others[o.source] = o
+        rivals = ", ".join(f"{o.source}{f' ×{o.n}' if o.n else ''} {o.gain:.2f}" for o in others.values())
+        chosen = f"{best.source}{f' ×{best.n}' if best.n else ''}: {best.gain:.2f} tokens per step"
+        match = f" ({best.cut.text()})" if best.cut else ""
+        return f"{chosen}{match}" + (f"; against {rivals}" if rivals else "")
 
 
 class AutoDrafter(Drafter):
@@ -101,13 +120,13 @@ class AutoDrafter(Drafter):
         copied = self.suffix.propose(context, k, sampling, generator)
         self.drafting = ("suffix", copied.ids.shape[0])
         tree = self.tree.budget if self.tree.on else 0  # a tree's forward reads its nodes, not its depth
-        options = [self._option("none", 0, 0, "")]
-        if copied.parents is not None and copied.ids.shape[0]:  # a suffix tree: all of it, its nodes' confidence summed
-            options.append(self._copy_option(copied.ids.shape[0], copied.ids.shape[0]))
+        options, size = [self._option("none", 0, 0)], copied.ids.shape[0]
+        if copied.parents is not None and size:  # a suffix tree: all of it, its nodes' confidence summed
+            options.append(self._copy_option(size, size, copied.reason))
         elif copied.parents is None:  # a chain: any prefix of it
-            options += [self._copy_option(n, n) for n in range(1, copied.ids.shape[0] + 1)]
+            options += [self._copy_option(n, n, copied.reason) for n in range(1, size + 1)]
         if self.head is not None and k:
-            options += [self._option(self.head.name, n, tree or n, "") for n in range(1, k + 1)]
+            options += [self._option(self.head.name, n, tree or n) for n in range(1, k + 1)]
         best = max(options, key=lambda o: o.gain)
         if best.source == "suffix":
             proposal = copied if copied.parents is not None else Proposal(copied.ids[: best.n], None)
@@ -117,7 +136,7 @@ class AutoDrafter(Drafter):
             proposal = self.head.propose(context, best.n, sampling, generator)
             self.drafting = (best.source, _depth(proposal))
         self.choice, self.depth = best, _depth(proposal)
-        proposal.source, proposal.why = best.source, self._explain(best, options)
+        proposal.source, proposal.reason = best.source, Weighed(best, tuple(options))
         return proposal
 
     def feedback(self, kept, hidden=None, timing=None):
@@ -127,7 +146,7 @@ class AutoDrafter(Drafter):
             self.costs.observe_draft(source, timing.draft_seconds, tokens)
             self.costs.observe_forward(timing.verified, timing.verify_seconds)
         if self.choice and self.choice.source == "suffix":
-            promised = sum(self.suffix.confidence[: self.choice.n])
+            promised = sum(self.choice.cut.confidence[: self.choice.n])
             self.copied = [DECAY * self.copied[0] + len(kept), DECAY * self.copied[1] + promised]
         elif self.choice and self.choice.source != "none":
             self.acceptance[self.choice.source].observe(self.depth, len(kept))
@@ -139,30 +158,19 @@ class AutoDrafter(Drafter):
         self.suffix.finish(output_ids)
 
     # --- the choice ------------------------------------------------------------------------
-    def _copy_option(self, n: int, nodes: int) -> Choice:
+    def _copy_option(self, n: int, nodes: int, cut: Cut) -> Choice:
         """The suffix drafter's first n tokens: its confidence in them, calibrated by what it got kept so far."""
-        expected = self.copied[0] / self.copied[1] * sum(self.suffix.confidence[:n])
+        expected = self.copied[0] / self.copied[1] * sum(cut.confidence[:n])
         cost = self.costs.v(nodes) + nodes * self.costs.c("suffix")
-        return Choice("suffix", n, (1 + expected) / cost, self.suffix.why)
+        return Choice("suffix", n, (1 + expected) / cost, cut)
 
-    def _option(self, source: str, n: int, nodes: int, why: str) -> Choice:
+    def _option(self, source: str, n: int, nodes: int) -> Choice:
         """Drafting n positions deep (`nodes` tokens in all) from `source`: expected tokens per target step."""
         if source == "none":
-            return Choice("none", 0, 1.0 / self.costs.v(0), why)
+            return Choice("none", 0, 1.0 / self.costs.v(0))
         expected = self.acceptance[source].expected(n)
         cost = self.costs.v(nodes) + nodes * self.costs.c(source)
-        return Choice(source, n, (1 + expected) / cost, why)
-
-    def _explain(self, best: Choice, options: list[Choice]) -> str:
-        """One line for the Rounds timeline: what was chosen, its expected tokens per step, and the runner-up."""
-        others = {}
-        for o in options:
-            if o.source != best.source and (o.source not in others or o.gain > others[o.source].gain):
-                others[o.source] = o
-        rivals = ", ".join(f"{o.source}{f' ×{o.n}' if o.n else ''} {o.gain:.2f}" for o in others.values())
-        chosen = f"{best.source}{f' ×{best.n}' if best.n else ''}: {best.gain:.2f} tokens per step"
-        match = f" ({best.why})" if best.why else ""
-        return f"{chosen}{match}" + (f"; against {rivals}" if rivals else "")
+        return Choice(source, n, (1 + expected) / cost)
 
 
 def _depth(proposal: Proposal) -> int:

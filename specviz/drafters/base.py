@@ -10,13 +10,23 @@ from transformers import DynamicCache
 from ..config import MAX_GAMMA, Decoding, Sampling, TreeShape
 
 
+class Reason:
+    """The facts behind a drafter's choice (numbers), which `text` puts into a line for the Rounds timeline.
+
+    A drafter records them while the loop's clock runs; the loop has them written out after it stops.
+    """
+
+    def text(self) -> str:
+        raise NotImplementedError
+
+
 @dataclass
 class Proposal:
     ids: torch.Tensor  # [k] drafted token ids (k may be 0); a tree's nodes, parents first
-    probs: torch.Tensor | None  # [k, V] the q each token was drawn from; None when the proposal is certain (one-hot q)
+    probs: torch.Tensor | None  # [k, V] the q each token was drawn from; None when certain (one-hot q)
     parents: list[int] | None = None  # a tree: node i follows node parents[i] (-1 = the last committed token)
     source: str = ""  # which drafter made it, where one drafter chooses among several (auto)
-    why: str = ""  # ... and why, in a line for the Rounds timeline
+    reason: Reason | None = None  # ... and why (suffix, auto), in facts put into words after the timed loop
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from tiny import PADDED_ROWS, VOCAB, WORDS, goodness_of_fit
 from specviz.config import Decoding, Sampling, TreeShape, Verification
 from specviz.decode import generate
-from specviz.drafters import NgramDrafter, build_drafter, layer_skip_view
+from specviz.drafters import NgramDrafter, Reason, build_drafter, layer_skip_view
 from specviz.errors import ConfigError, IncompatiblePairError, ModelLoadError, SpecVizError
 from specviz.records import BONUS, RESAMPLED, TARGET, Comparison, Round, Run, dumps, loads
 from specviz.verify import distribution
@@ -443,6 +443,34 @@ def test_the_drafter_learns_the_times_the_round_records(target, make_drafter, tr
     for timing, r in zip(timings, run.rounds):
         assert timing.verify_seconds == r.verify_seconds and timing.verified == r.verified
         assert 0 < timing.draft_seconds <= r.draft_seconds  # the round's drafting also counts the feedback
+
+
+def test_a_rounds_why_is_worded_after_the_timed_loop(target):
+    """A drafter gives its reason in numbers; the words for the Rounds timeline are written once the clock stops."""
+    worded = []
+
+    class Counted(Reason):
+        def __init__(self, n: int):
+            self.n = n
+
+        def text(self) -> str:
+            worded.append(self.n)
+            return f"{self.n} drafted"
+
+    class Telling(NgramDrafter):
+        def draft(self, context, k, sampling, generator):
+            proposal = super().draft(context, k, sampling, generator)
+            proposal.reason = Counted(proposal.ids.shape[0])
+            return proposal
+
+        def feedback(self, kept, hidden=None, timing=None):
+            assert not worded, "a reason was put into words while the loop ran"
+            super().feedback(kept, hidden, timing)
+
+    for detail in (True, False):
+        worded.clear()
+        run = generate(target, Telling(), "w1 w2 w3 w4 w5 w1 w2 w3", Decoding(gamma=4, max_new_tokens=13), detail)
+        assert [r.why for r in run.rounds] == [f"{r.verified} drafted" for r in run.rounds]
 
 
 def test_baseline_run_records_one_target_token_per_round(baseline):
