@@ -11,17 +11,17 @@ the same loop with a drafter that proposes nothing, so both are timed by the sam
 from __future__ import annotations
 
 import functools
-import time
 
 import torch
 from transformers import DynamicCache
 
+from .clock import Clock
 from .config import Decoding
-from .drafters import Drafter, NoDrafter, Proposal
+from .drafters import Drafter, NoDrafter, Proposal, Timing
 from .fast_path import GrowingCache
 from .models import LoadedModel
 from .prompts import encode
-from .recorder import bare_round, full_round, label
+from .recorder import bare_round, explain, full_round, label
 from .records import Round, Run
 from .trees import branch_rows, keep_branch, target_attention, verify_tree
 from .verify import LazyLogits, Verdict, verify
@@ -34,18 +34,6 @@ PLAIN_HEAD_MODELS = {"llama", "mistral", "qwen2", "qwen3"}
 # Intel Xeon, where a step is 40 ms), while asking row by row reads the weights again each time (a tree's
 # branch is checked one node at a time). Records still show only the rows the acceptance rule asked for.
 HEAD_ROWS_AT_ONCE = 33
-
-
-class Clock:
-    """Wall-clock seconds that wait for the device first, so GPU work is counted where it happens."""
-
-    def __init__(self, device: torch.device):
-        self.sync = {"cuda": torch.cuda.synchronize, "mps": getattr(torch.mps, "synchronize", None)}.get(device.type)
-
-    def __call__(self) -> float:
-        if self.sync:
-            self.sync()
-        return time.perf_counter()
 
 
 def encode_prompt(target: LoadedModel, prompt: str, settings: Decoding) -> list[int]:
@@ -118,6 +106,7 @@ def generate(
     prefill_seconds = clock() - start
 
     rounds: list[Round] = []
+    reasons = []  # per round, the drafter's reason in numbers (Proposal.reason), worded after the clock stops
     new: list[int] = []
     arrivals: list[float] = []  # per new token: seconds since start when its round's verification ended
     stopped_at_eos = False
@@ -137,11 +126,12 @@ def generate(
         # 3. Roll back. The cache held every committed token but the last and was fed k+1 more: it now
         #    holds all committed tokens and the k drafts. Keep the drafts that were kept (a chain's
         #    accepted prefix, a tree's accepted branch) and drop the other k - n_accepted. The drafter
-        #    gets the forward's hidden states of the last committed token and the kept drafts.
+        #    gets the forward's hidden states of the last committed token and the kept drafts, and the
+        #    round's times (drafters that weigh cost learn them here, and keep no clock of their own).
         kept = verdict.kept
         keep_branch(cache, ids.shape[1], proposal.ids.shape[0], kept)
         t2 = clock()
-        drafter.feedback(kept, branch_rows(hidden, kept))
+        drafter.feedback(kept, branch_rows(hidden, kept), Timing(t1 - t0, t2 - t1, proposal.ids.shape[0]))
         t3 = clock()
         # 4. Commit the accepted drafts and the next token, stopping at EOS and max-new-tokens.
         emitted = proposal.ids[kept].tolist() + [verdict.next_token]
@@ -155,6 +145,7 @@ def generate(
         ids = torch.cat([ids, torch.tensor([emitted], device=device)], dim=1)
         record = full_round if detail else bare_round
         rounds.append(record(len(rounds), k, proposal, verdict, len(emitted), t1 - t0 + t3 - t2, t2 - t1))
+        reasons.append(proposal.reason)
     seconds = clock() - start
     drafter.finish(new)  # after the clock: what a drafter learns from this answer is for later runs
 
@@ -175,6 +166,7 @@ def generate(
         arrival_seconds=arrivals,
     )
     label(run, target.tokenizer)
+    explain(run.rounds, reasons)
     return run
 
 

@@ -2,7 +2,8 @@
 
 The loop (specviz.decode) hands each iteration's proposal and verdict here once it is over; this
 moves what the pages show to the host (p and q at the drafted ids, the target's top alternatives, a
-tree's every node with its status) and, after the timed loop, decodes token strings.
+tree's every node with its status) and, after the timed loop, decodes token strings and words each
+round's reason (a drafter records only numbers while the clock runs).
 Notation as everywhere: p = the target's distribution, q = the draft's.
 """
 
@@ -23,12 +24,13 @@ def full_round(index, gamma, proposal, verdict: Verdict, emitted, draft_seconds,
     A tree's round shows the branch the target walked as its chain and keeps every node in `tree`.
     """
     if proposal.parents is None:
-        round_ = _chain_round(index, gamma, proposal.ids, proposal.probs, verdict, emitted, draft_seconds, verify_seconds)
+        round_ = _chain_round(index, gamma, proposal.ids, proposal.probs, verdict, emitted, draft_seconds,
+                              verify_seconds)
     else:
         ids, probs = walked_branch(proposal.ids, proposal.probs, proposal.parents, verdict)
         round_ = _chain_round(index, gamma, ids, probs, verdict, emitted, draft_seconds, verify_seconds)
         round_.tree = TreeRecord(**node_record(proposal.ids, proposal.probs, proposal.parents, verdict))
-    round_.source, round_.why = proposal.source, proposal.why
+    round_.source = proposal.source
     return round_
 
 
@@ -84,7 +86,7 @@ def bare_round(index, gamma, proposal, verdict: Verdict, emitted, draft_seconds,
     return Round(index=index, gamma=gamma, drafted=ids.tolist(), q=[0.0] * k, p=[0.0] * k,
                  n_accepted=verdict.n_accepted, next_token=verdict.next_token, next_kind=kind, next_p=0.0,
                  emitted=emitted, alternatives=[], draft_seconds=draft_seconds, verify_seconds=verify_seconds,
-                 source=proposal.source, why=proposal.why)
+                 source=proposal.source)
 
 
 def label(run: Run, tokenizer) -> None:
@@ -104,6 +106,12 @@ def label(run: Run, tokenizer) -> None:
                 alt.text = piece(alt.token)
         if r.tree is not None:
             r.tree.text = [piece(t) for t in r.tree.tokens]
+
+
+def explain(rounds: list[Round], reasons: list) -> None:
+    """Each round's why line, worded after the timed loop from the facts its drafter gave (`Proposal.reason`)."""
+    for r, reason in zip(rounds, reasons):
+        r.why = reason.text() if reason is not None else ""
 
 
 def walked_branch(tokens: torch.Tensor, rows: torch.Tensor | None, parents: list[int],

@@ -5,7 +5,7 @@ the adaptive γ), so the models it reads from can be shared by every session and
 
     drafter.start(prompt_ids, settings, hidden)    once, before the first round
     drafter.propose(context, k, sampling, generator)  up to k token ids and q at each (None = one-hot)
-    drafter.feedback(kept, hidden)                  roll own state back to what was kept, adapt γ
+    drafter.feedback(kept, hidden, timing)          roll own state back to what was kept, adapt γ
     drafter.finish(output_ids)                      once, after the last round (a suffix drafter learns the answer)
 
 A new kind subclasses `Drafter` (base.py), implements `draft` (what `propose` returns), overrides
@@ -17,10 +17,14 @@ carries `parents`, and `kept` names the accepted branch's nodes.
 `hidden` is what the target's forward computed: its final hidden state at every position it just
 read (the prompt but its last token at the start; after a verification, the last committed token
 and the kept drafts). Most drafters ignore it; a feature-level head (specviz.drafters.head_net) drafts from it.
+
+`timing` (`base.Timing`) is what the loop measured that round: the seconds of the drafter's `propose`, of the
+verification forward, and how many drafts that forward read. Drafters that weigh cost (suffix, auto) learn from
+it; none keeps a clock (None in a replay, where nothing is timed).
 """
 
 from .auto import AutoDrafter
-from .base import Drafter, NoDrafter, Proposal, drop_last
+from .base import Drafter, NoDrafter, Proposal, Reason, Timing, drop_last
 from .head import HeadDrafter, HybridDrafter
 from .model import ModelDrafter, layer_skip_view
 from .ngram import NgramDrafter
@@ -29,5 +33,6 @@ from .registry import (DRAFTERS, Kind, Loader, Spec, build_drafter, head_folder,
                        parse_spec, register)
 
 __all__ = ["AutoDrafter", "DRAFTERS", "Drafter", "HeadDrafter", "HybridDrafter", "Kind", "Loader", "ModelDrafter",
-           "NgramDrafter", "NoDrafter", "Proposal", "Spec", "SuffixDrafter", "build_drafter", "drop_last", "head_folder",
-           "kind_of", "layer_skip_view", "learns_across_runs", "offered", "parse_spec", "register"]
+           "NgramDrafter", "NoDrafter", "Proposal", "Reason", "Spec", "SuffixDrafter", "Timing", "build_drafter",
+           "drop_last", "head_folder", "kind_of", "layer_skip_view", "learns_across_runs", "offered", "parse_spec",
+           "register"]

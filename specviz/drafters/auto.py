@@ -12,9 +12,11 @@ of every term and each round takes the option with the most expected tokens per 
   the same words), times a running calibration: tokens it got kept over tokens its confidence
   promised. A long match seen often and a one-token match seen once differ far more than draft
   positions do.
-- c_s: the seconds each source took per drafted token, measured here around its own `propose`.
+- c_s: the seconds per drafted token of the rounds each source drafted, as the loop timed them
+  (`base.Timing`; a head round's include the suffix lookup before it, tens of microseconds).
 - v(n): the seconds of verification forwards, on a line fitted through the sizes n it has seen,
-  over those of a plain step (n = 0) (`costs.Costs`); the suffix drafter cuts its own draft by it.
+  over those of a plain step (n = 0) (`costs.Costs`). The suffix drafter, handed the same times,
+  fits the same line and cuts its own draft by it.
 
 The suffix drafter proposes first (it costs microseconds and its draft ends where its confidence
 does); the head is asked only when it could win. Whatever is chosen, the target verifies it with
@@ -25,10 +27,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .base import Drafter, Proposal
-from .costs import DECAY, Clock, Costs
+from .base import Drafter, Proposal, Reason
+from .costs import DECAY, Costs
 from .head import HeadDrafter
-from .suffix import SuffixDrafter
+from .suffix import Cut, SuffixDrafter
 
 PRIOR = 1.0  # pseudo-observations of the starting α = 1/2 at each position
 
@@ -68,7 +70,26 @@ class Choice:
     source: str  # "suffix", the head's name, or "none"
     n: int  # drafts asked for
     gain: float  # expected tokens per target step
-    why: str
+    cut: Cut | None = None  # the suffix drafter's reason for its draft (suffix options)
+
+
+@dataclass(frozen=True)
+class Weighed(Reason):
+    """A round's choice and the options it was weighed against, in numbers (`text` words them after the loop)."""
+
+    best: Choice
+    options: tuple[Choice, ...]
+
+    def text(self) -> str:
+        """What was chosen, its expected tokens per step, and the best option of every other source."""
+        best, others = self.best, {}
+        for o in self.options:
+            if o.source != best.source and (o.source not in others or o.gain > others[o.source].gain):
+                others[o.source] = o
+        rivals = ", ".join(f"{o.source}{f' ×{o.n}' if o.n else ''} {o.gain:.2f}" for o in others.values())
+        chosen = f"{best.source}{f' ×{best.n}' if best.n else ''}: {best.gain:.2f} tokens per step"
+        match = f" ({best.cut.text()})" if best.cut else ""
+        return f"{chosen}{match}" + (f"; against {rivals}" if rivals else "")
 
 
 class AutoDrafter(Drafter):
@@ -82,10 +103,10 @@ class AutoDrafter(Drafter):
         self.acceptance: dict[str, Acceptance] = {}
         self.costs = Costs()
         self.choice: Choice | None = None
-        self.copied = [PRIOR, PRIOR]  # tokens the suffix drafter got kept, and those its confidence promised (decaying sums)
+        # Tokens the suffix drafter got kept, and those its confidence promised (decaying sums).
+        self.copied = [PRIOR, PRIOR]
         self.depth = 0  # how deep this round's proposal reaches
-        self.clock = Clock()
-        suffix.verify_cost = lambda n: self.costs.v(n)  # the suffix drafter cuts its draft by the costs measured here
+        self.drafting = ("suffix", 0)  # this round's drafting: the source charged for its seconds, and its tokens
 
     def start(self, prompt_ids, settings, hidden=None):
         super().start(prompt_ids, settings)
@@ -94,77 +115,62 @@ class AutoDrafter(Drafter):
             self.head.start(prompt_ids, settings, hidden)
         self.acceptance = {self.head.name: Acceptance()} if self.head else {}
         self.costs, self.choice, self.copied = Costs(prior_slope=self.suffix.prior_slope), None, [PRIOR, PRIOR]
-        self.clock = Clock(prompt_ids.device)
 
     def draft(self, context, k, sampling, generator) -> Proposal:
-        copied, seconds = self._timed(self.suffix, context, k, sampling, generator)
-        self.costs.observe_draft("suffix", seconds, copied.ids.shape[0])
+        copied = self.suffix.propose(context, k, sampling, generator)
+        self.drafting = ("suffix", copied.ids.shape[0])
         tree = self.tree.budget if self.tree.on else 0  # a tree's forward reads its nodes, not its depth
-        options = [self._option("none", 0, 0, "")]
-        if copied.parents is not None and copied.ids.shape[0]:  # a suffix tree: all of it, its nodes' confidence summed
-            options.append(self._copy_option(copied.ids.shape[0], copied.ids.shape[0]))
+        options, size = [self._option("none", 0, 0)], copied.ids.shape[0]
+        if copied.parents is not None and size:  # a suffix tree: all of it, its nodes' confidence summed
+            options.append(self._copy_option(size, size, copied.reason))
         elif copied.parents is None:  # a chain: any prefix of it
-            options += [self._copy_option(n, n) for n in range(1, copied.ids.shape[0] + 1)]
+            options += [self._copy_option(n, n, copied.reason) for n in range(1, size + 1)]
         if self.head is not None and k:
-            options += [self._option(self.head.name, n, tree or n, "") for n in range(1, k + 1)]
+            options += [self._option(self.head.name, n, tree or n) for n in range(1, k + 1)]
         best = max(options, key=lambda o: o.gain)
         if best.source == "suffix":
             proposal = copied if copied.parents is not None else Proposal(copied.ids[: best.n], None)
         elif best.source == "none":
             proposal = Proposal(context.new_empty(0), None)
         else:
-            proposal, seconds = self._timed(self.head, context, best.n, sampling, generator)
-            self.costs.observe_draft(best.source, seconds, _depth(proposal))
+            proposal = self.head.propose(context, best.n, sampling, generator)
+            self.drafting = (best.source, _depth(proposal))
         self.choice, self.depth = best, _depth(proposal)
-        proposal.source, proposal.why = best.source, self._explain(best, options)
-        self.clock.start()
+        proposal.source, proposal.reason = best.source, Weighed(best, tuple(options))
         return proposal
 
-    def feedback(self, kept, hidden=None):
-        seconds = self.clock.seconds()
+    def feedback(self, kept, hidden=None, timing=None):
         super().feedback(kept)
-        self.costs.observe_forward(self.drafted, seconds)
+        if timing is not None:  # the loop's times: this round's drafting, charged to its source, and its forward
+            source, tokens = self.drafting
+            self.costs.observe_draft(source, timing.draft_seconds, tokens)
+            self.costs.observe_forward(timing.verified, timing.verify_seconds)
         if self.choice and self.choice.source == "suffix":
-            self.copied = [DECAY * self.copied[0] + len(kept), DECAY * self.copied[1] + sum(self.suffix.confidence[: self.choice.n])]
+            promised = sum(self.choice.cut.confidence[: self.choice.n])
+            self.copied = [DECAY * self.copied[0] + len(kept), DECAY * self.copied[1] + promised]
         elif self.choice and self.choice.source != "none":
             self.acceptance[self.choice.source].observe(self.depth, len(kept))
-        self.suffix.feedback(kept)
+        self.suffix.feedback(kept, None, timing)  # the suffix drafter fits its v(n) to the same forwards
         if self.head is not None:
-            self.head.feedback(kept, hidden)  # the head keeps reading the target's true features every round
+            self.head.feedback(kept, hidden, timing)  # the head keeps reading the target's true features every round
 
     def finish(self, output_ids):
         self.suffix.finish(output_ids)
 
     # --- the choice ------------------------------------------------------------------------
-    def _copy_option(self, n: int, nodes: int) -> Choice:
+    def _copy_option(self, n: int, nodes: int, cut: Cut) -> Choice:
         """The suffix drafter's first n tokens: its confidence in them, calibrated by what it got kept so far."""
-        expected = self.copied[0] / self.copied[1] * sum(self.suffix.confidence[:n])
+        expected = self.copied[0] / self.copied[1] * sum(cut.confidence[:n])
         cost = self.costs.v(nodes) + nodes * self.costs.c("suffix")
-        return Choice("suffix", n, (1 + expected) / cost, self.suffix.why)
+        return Choice("suffix", n, (1 + expected) / cost, cut)
 
-    def _option(self, source: str, n: int, nodes: int, why: str) -> Choice:
+    def _option(self, source: str, n: int, nodes: int) -> Choice:
         """Drafting n positions deep (`nodes` tokens in all) from `source`: expected tokens per target step."""
         if source == "none":
-            return Choice("none", 0, 1.0 / self.costs.v(0), why)
+            return Choice("none", 0, 1.0 / self.costs.v(0))
         expected = self.acceptance[source].expected(n)
         cost = self.costs.v(nodes) + nodes * self.costs.c(source)
-        return Choice(source, n, (1 + expected) / cost, why)
-
-    def _explain(self, best: Choice, options: list[Choice]) -> str:
-        """One line for the Rounds timeline: what was chosen, its expected tokens per step, and the runner-up."""
-        others = {}
-        for o in options:
-            if o.source != best.source and (o.source not in others or o.gain > others[o.source].gain):
-                others[o.source] = o
-        rivals = ", ".join(f"{o.source}{f' ×{o.n}' if o.n else ''} {o.gain:.2f}" for o in others.values())
-        chosen = f"{best.source}{f' ×{best.n}' if best.n else ''}: {best.gain:.2f} tokens per step"
-        match = f" ({best.why})" if best.why else ""
-        return f"{chosen}{match}" + (f"; against {rivals}" if rivals else "")
-
-    def _timed(self, drafter: Drafter, context, k, sampling, generator) -> tuple[Proposal, float]:
-        t0 = self.clock.now()
-        proposal = drafter.propose(context, k, sampling, generator)
-        return proposal, self.clock.now() - t0
+        return Choice(source, n, (1 + expected) / cost)
 
 
 def _depth(proposal: Proposal) -> int:

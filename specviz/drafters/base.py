@@ -10,13 +10,32 @@ from transformers import DynamicCache
 from ..config import MAX_GAMMA, Decoding, Sampling, TreeShape
 
 
+class Reason:
+    """The facts behind a drafter's choice (numbers), which `text` puts into a line for the Rounds timeline.
+
+    A drafter records them while the loop's clock runs; the loop has them written out after it stops.
+    """
+
+    def text(self) -> str:
+        raise NotImplementedError
+
+
 @dataclass
 class Proposal:
     ids: torch.Tensor  # [k] drafted token ids (k may be 0); a tree's nodes, parents first
-    probs: torch.Tensor | None  # [k, V] the q each token was drawn from; None when the proposal is certain (one-hot q)
+    probs: torch.Tensor | None  # [k, V] the q each token was drawn from; None when certain (one-hot q)
     parents: list[int] | None = None  # a tree: node i follows node parents[i] (-1 = the last committed token)
     source: str = ""  # which drafter made it, where one drafter chooses among several (auto)
-    why: str = ""  # ... and why, in a line for the Rounds timeline
+    reason: Reason | None = None  # ... and why (suffix, auto), in facts put into words after the timed loop
+
+
+@dataclass(frozen=True)
+class Timing:
+    """What the loop measured in one round, handed to the drafter in `feedback` (drafters keep no clock)."""
+
+    draft_seconds: float  # the drafter's `propose`
+    verify_seconds: float  # the target's forward over the last committed token and the drafts, the check, the rollback
+    verified: int  # drafts (a tree's nodes) that forward read after the last committed token
 
 
 def drop_last(cache: DynamicCache, count: int) -> None:
@@ -51,15 +70,15 @@ class Drafter:
     def draft(self, context: torch.Tensor, k: int, sampling: Sampling, generator) -> Proposal:
         raise NotImplementedError
 
-    def feedback(self, kept: list[int], hidden: torch.Tensor | None = None) -> None:
-        """After verification: the kept drafts (by index) and the target's hidden states at the last committed
-        token and each of them. Adaptive γ, the well-known schedule: +2 after a fully kept round, -1 otherwise."""
+    def feedback(self, kept: list[int], hidden: torch.Tensor | None = None, timing: Timing | None = None) -> None:
+        """After verification: the kept drafts (by index), the target's hidden states at the last committed
+        token and each of them, and the round's times (None where nothing was timed: a replay).
+        Adaptive γ, the well-known schedule: +2 after a fully kept round, -1 otherwise."""
         if self.adaptive and self.drafted:
             if len(kept) == self.drafted:
                 self.gamma = min(MAX_GAMMA, self.gamma + 2)
             else:
                 self.gamma = max(1, self.gamma - 1)
-
 
     def finish(self, output_ids: list[int]) -> None:
         """After the run: its new tokens. Drafters that learn across runs keep them; the rest ignore them."""

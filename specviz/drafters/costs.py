@@ -3,17 +3,14 @@
 A round that drafts n tokens costs v(n) target steps for the forward over the last token and the n
 drafts, plus n·c for drafting them (c = a draft's seconds per token / a target step's seconds).
 Both differ by machine (v(1) was 1.05 on one CPU and 1.5 on another), so drafters that decide how
-much to draft by cost time themselves: `Costs` keeps decaying averages of the seconds seen and reads
-v(n) off a line fitted through the sizes seen; `Clock` times from the end of drafting to the
-verdict (the target's forward and the acceptance check, what a round spends on verification).
+much to draft by cost learn them during the run: `Costs` keeps decaying averages of the seconds seen and
+reads v(n) off a line fitted through the sizes seen. The seconds are the loop's (`base.Timing`, handed
+over in `feedback`): a verification is the target's forward, the acceptance check and the cache rollback.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
-
-import torch
 
 DECAY = 0.95  # weight left on an old observation after each new one (about the last 20 rounds count)
 
@@ -61,7 +58,8 @@ class Costs:
 
     def v(self, n: int) -> float:
         """v(n): a verification forward over 1 + n tokens in target steps, off the line through the sizes seen
-        (the prior until two sizes are measured). A line rather than each size's own average: rising in n, and steady."""
+        (the prior until two sizes are measured). A line rather than each size's own average: rising in n, and
+        steady."""
         if len(self.forward) < 2:
             return 1.0 + self.prior_slope * n
         step, line = self.step(), self._line()
@@ -89,21 +87,3 @@ class Costs:
 def _mix(old: float | None, new: float) -> float:
     return new if old is None else DECAY * old + (1 - DECAY) * new
 
-
-class Clock:
-    """perf_counter, after the device's queued work has finished (on CUDA a kernel launch returns at once)."""
-
-    def __init__(self, device: torch.device | str = "cpu"):
-        self.sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else None
-        self.started = 0.0
-
-    def now(self) -> float:
-        if self.sync:
-            self.sync()
-        return time.perf_counter()
-
-    def start(self) -> None:
-        self.started = self.now()
-
-    def seconds(self) -> float:
-        return self.now() - self.started

@@ -33,7 +33,8 @@ class HeadDrafter(Drafter):
         self.head = head
         self.vocab_ids = vocab_ids  # [N] target ids of the draft vocabulary
         self.embedding = embedding  # the target's input embedding, shared and read-only
-        self.rows = product(output.index_select(0, vocab_ids))  # x ↦ x @ [N, H].T: the target's output head on the draft vocabulary
+        # x ↦ x @ [N, H].T: the target's output head on the draft vocabulary
+        self.rows = product(output.index_select(0, vocab_ids))
         self.vocab_size = vocab_size
         self.cache = None
         self.read = 0  # pairs read with the target's true features
@@ -75,7 +76,8 @@ class HeadDrafter(Drafter):
         from (a one-token prompt has none yet)."""
         new_tokens = context[0, self.read + 1 :]
         if new_tokens.shape[0] != self.pending.shape[0]:
-            raise RuntimeError(f"head drafter out of step: {new_tokens.shape[0]} tokens, {self.pending.shape[0]} features")
+            raise RuntimeError(f"head drafter out of step: {new_tokens.shape[0]} tokens, "
+                               f"{self.pending.shape[0]} features")
         if new_tokens.shape[0]:
             self.feature = self.head.step(self.embedding[new_tokens], self.pending, self.cache)[-1]
             self.read, self.pending = context.shape[1] - 1, self.pending[:0]
@@ -105,7 +107,7 @@ class HeadDrafter(Drafter):
         full[:, self.vocab_ids] = grown.rows  # q is 0 off the draft vocabulary
         return Proposal(torch.tensor(grown.tokens, device=context.device), full, grown.parents)
 
-    def feedback(self, kept, hidden=None):
+    def feedback(self, kept, hidden=None, timing=None):
         super().feedback(kept)
         # Drop every pair read while drafting (a chain's or a tree's): they carried the head's predicted
         # features. The target's true features for the last committed token and the kept drafts (the
@@ -145,6 +147,6 @@ class HybridDrafter(Drafter):
                                       (guessed.ids.tolist(), guessed.parents or []), self.tree.budget)
         return Proposal(torch.tensor(tokens, dtype=torch.long, device=context.device), None, parents)
 
-    def feedback(self, kept, hidden=None):
+    def feedback(self, kept, hidden=None, timing=None):
         super().feedback(kept)
-        self.head.feedback(kept, hidden)
+        self.head.feedback(kept, hidden, timing)

@@ -57,7 +57,8 @@ class ModelDrafter(Drafter):
 
     def _propose_tree(self, context, depth, sampling, generator) -> Proposal:
         """Grow a tree: the context first, then one forward per depth over the nodes expanded there."""
-        logits = self.model(context[:, self.seen :], past_key_values=self.cache, use_cache=True, logits_to_keep=1).logits
+        logits = self.model(context[:, self.seen :], past_key_values=self.cache, use_cache=True,
+                            logits_to_keep=1).logits
         self.seen = self.context_len
         self.feed = TreeFeed(self.context_len)
 
@@ -72,7 +73,7 @@ class ModelDrafter(Drafter):
                           sampling, generator)
         return Proposal(torch.tensor(self.grown.tokens, device=context.device), self.grown.rows, self.grown.parents)
 
-    def feedback(self, kept, hidden=None):
+    def feedback(self, kept, hidden=None, timing=None):
         super().feedback(kept)
         if self.drafted == 0:
             return
@@ -109,7 +110,8 @@ def layer_skip_view(model: torch.nn.Module, n_layers: int) -> torch.nn.Module:
     with torch.device("meta"):
         view = type(model)(config)
     for child_name, child in inner.named_children():
-        setattr(view.model, child_name, torch.nn.ModuleList(list(layers)[:n_layers]) if child_name == "layers" else child)
+        kept = torch.nn.ModuleList(list(layers)[:n_layers]) if child_name == "layers" else child
+        setattr(view.model, child_name, kept)
     for child_name, child in model.named_children():
         if child_name != "model":
             setattr(view, child_name, child)

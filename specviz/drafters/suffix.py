@@ -24,13 +24,14 @@ import heapq
 import json
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from ..config import Sampling
-from .base import Drafter, Proposal
-from .costs import Clock, Costs
+from .base import Drafter, Proposal, Reason
+from .costs import Costs
 from .suffix_index import LocalIndex, Match, SuffixCorpus
 
 MIN_CONFIDENCE = 0.02  # candidates less likely than this to be reached and kept are not even considered
@@ -74,6 +75,34 @@ def acceptance(source: str, depth: int, count: int, seen: int, other_share: floa
     return 1 / (1 + math.exp(-z))
 
 
+@dataclass(frozen=True)
+class Cut(Reason):
+    """Why a round drafted what it did: the best candidate's match, the chances and where they were cut."""
+
+    matched: bool  # either source has an earlier occurrence of the context's last token
+    chances: tuple[float, ...] = ()  # every candidate's chance of being reached and kept, best first
+    n: int = 0  # candidates drafted: the cut
+    source: str = ""  # the best candidate's source (LOCAL or CORPUS) ...
+    depth: int = 0  # ... the length of its match ...
+    seen: int = 0  # ... and how often the match was continued
+    v: float = 1.0  # v(n) at the cut (v(1) when nothing was drafted), in target steps
+
+    @property
+    def confidence(self) -> tuple[float, ...]:
+        """Each drafted node's estimated chance of being reached and kept."""
+        return self.chances[: self.n]
+
+    def text(self) -> str:
+        if not self.matched:
+            return "no earlier occurrence of the last token"
+        if not self.chances:
+            return "nothing followed the match often enough"
+        head = f"{self.source}: last {self.depth} tokens seen {self.seen}×"
+        if self.n == 0:
+            return f"{head}; best guess {self.chances[0]:.0%} likely kept, not worth v(1) = {self.v:.2f} steps"
+        return f"{head}; {self.n} drafted, {sum(self.confidence):.1f} expected kept, v({self.n}) = {self.v:.2f} steps"
+
+
 class SuffixDrafter(Drafter):
     kind = "suffix"
 
@@ -83,21 +112,19 @@ class SuffixDrafter(Drafter):
         super().__init__(name)
         self.corpus = corpus
         self.min_confidence = min_confidence
-        self.never = never  # tokens never drafted: the chat template's markers, which a prompt has but an answer does not
-        self.verify_cost = verify_cost  # v(n) given (a replay, or `auto`'s measurement); None: timed here
+        self.never = never  # tokens never drafted: the chat template's markers (a prompt has them, an answer not)
+        self.verify_cost = verify_cost  # v(n) given (a replay, a test); None: fitted to the loop's times of forwards
         self.prior_slope = prior_slope
         self.costs = Costs(prior_slope=prior_slope)
-        self.clock = Clock()
         self.local = LocalIndex(LOCAL_DEPTH)
         self.key: int | None = None  # the prompt's, so that this prompt never drafts from its own earlier answer
-        self.why = ""  # the last round's match and cut, for the Rounds timeline
-        self.confidence: list[float] = []  # the last proposal's: each node's estimated chance of being reached and kept
+        self.cut: Cut | None = None  # the last round's match and cut, for the Rounds timeline
 
     def start(self, prompt_ids, settings, hidden=None):
         super().start(prompt_ids, settings)
         self.local = LocalIndex(LOCAL_DEPTH)
         self.key = hash(tuple(prompt_ids[0].tolist())) & (2**62 - 1)
-        self.costs, self.clock = Costs(prior_slope=self.prior_slope), Clock(prompt_ids.device)
+        self.costs, self.cut = Costs(prior_slope=self.prior_slope), None
 
     def draft(self, context, k, sampling: Sampling, generator) -> Proposal:
         self.local.extend(context[0, len(self.local.tokens) :].tolist())
@@ -107,12 +134,11 @@ class SuffixDrafter(Drafter):
         if k > 0:
             tokens, parents = self.best_tree(budget, branching, max_depth=k)
         ids = torch.tensor(tokens, dtype=torch.long, device=context.device)
-        self.clock.start()
-        return Proposal(ids, None, parents if self.tree.on and tokens else None, why=self.why)
+        return Proposal(ids, None, parents if self.tree.on and tokens else None, reason=self.cut)
 
-    def feedback(self, kept, hidden=None):
-        if self.verify_cost is None:
-            self.costs.observe_forward(self.drafted, self.clock.seconds())
+    def feedback(self, kept, hidden=None, timing=None):
+        if self.verify_cost is None and timing is not None:
+            self.costs.observe_forward(timing.verified, timing.verify_seconds)
         super().feedback(kept)
 
     def v(self, n: int) -> float:
@@ -126,8 +152,7 @@ class SuffixDrafter(Drafter):
         found = self.corpus.longest_match(context, exclude=self.key) if self.corpus is not None else None
         tokens, parents, chances, sources = self._grow((local, found), budget, branching, max_depth)
         n = self._cut(chances)
-        self.confidence = chances[:n]
-        self.why = self._explain(local, found, sources, chances, n)
+        self.cut = self._facts(local, found, sources, chances, n)
         return tokens[:n], parents[:n]
 
     def _grow(self, root: tuple[Match | None, Match | None], budget: int, branching: int, max_depth: int):
@@ -159,7 +184,8 @@ class SuffixDrafter(Drafter):
             sources.append(source)
             depths.append(depth)
             if depth < max_depth:
-                offer(len(tokens) - 1, -chance, (local.follow(token) if local else None, found.follow(token) if found else None))
+                followed = (local.follow(token) if local else None, found.follow(token) if found else None)
+                offer(len(tokens) - 1, -chance, followed)
         return tokens, parents, chances, sources
 
     def _cut(self, chances: list[float]) -> int:
@@ -172,17 +198,12 @@ class SuffixDrafter(Drafter):
                 best_n, best_rate = n, rate
         return best_n
 
-    def _explain(self, local, found, sources, chances, n) -> str:
-        if local is None and found is None:
-            return "no earlier occurrence of the last token"
+    def _facts(self, local, found, sources, chances, n) -> Cut:
+        """The round's reason in numbers; `Cut.text` words it after the timed loop."""
         if not chances:
-            return "nothing followed the match often enough"
-        source = sources[0]
-        match = local if source == LOCAL else found
-        head = f"{source}: last {match.depth} tokens seen {match.total}×"
-        if n == 0:
-            return f"{head}; best guess {chances[0]:.0%} likely kept, not worth v(1) = {self.v(1):.2f} steps"
-        return f"{head}; {n} drafted, {sum(chances[:n]):.1f} expected kept, v({n}) = {self.v(n):.2f} steps"
+            return Cut(matched=local is not None or found is not None)
+        match = local if sources[0] == LOCAL else found
+        return Cut(True, tuple(chances), n, sources[0], match.depth, match.total, self.v(max(n, 1)))
 
     def finish(self, output_ids: list[int]) -> None:
         """A finished run's answer joins the corpus that runs of other prompts draft from."""

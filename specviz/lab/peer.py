@@ -13,8 +13,8 @@ import copy
 
 import torch
 
+from ..clock import Clock
 from ..config import Decoding
-from ..decode import Clock
 from ..drafters import Drafter, ModelDrafter, NgramDrafter, NoDrafter
 from ..models import LoadedModel
 from ..prompts import encode

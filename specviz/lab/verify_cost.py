@@ -47,14 +47,16 @@ def measure_verify_cost(target, max_nodes: int = 32, contexts: tuple[int, ...] =
 def _measure_at(target, max_nodes: int, context: int, repeats: int) -> dict:
     import torch
 
-    from ..decode import Clock, target_forward
+    from ..clock import Clock
+    from ..decode import target_forward
     from ..fast_path import GrowingCache
     from ..trees import keep_branch, target_attention
 
     device, clock = target.device, Clock(target.device)
     generator = torch.Generator().manual_seed(0)
     low = min(100, target.vocab_size // 2)  # ordinary tokens, past the special ones
-    ids = torch.randint(low, min(target.vocab_size, 20000), (1, context + max_nodes + 1), generator=generator).to(device)
+    shape = (1, context + max_nodes + 1)
+    ids = torch.randint(low, min(target.vocab_size, 20000), shape, generator=generator).to(device)
     cache = GrowingCache(config=target.model.config)
 
     def forward(n: int) -> float:

@@ -8,9 +8,9 @@ import torch
 from specviz.config import Decoding, Sampling, TreeShape
 from specviz.decode import generate
 from specviz.drafters import build_drafter
-from specviz.drafters.auto import Acceptance, AutoDrafter
+from specviz.drafters.auto import Acceptance, AutoDrafter, Choice, Weighed
 from specviz.drafters.costs import DECAY, Costs
-from specviz.drafters.suffix import SuffixDrafter
+from specviz.drafters.suffix import CORPUS, Cut, SuffixDrafter
 from specviz.drafters.suffix_index import SuffixCorpus
 from specviz.errors import ConfigError
 from tiny import PROMPTS
@@ -85,12 +85,22 @@ def test_the_choice_weighs_expected_tokens_against_cost():
     drafter.costs.observe_forward(3, 0.030)  # v(3) = 1.5
     drafter.costs.observe_draft("head", 0.002, 1)  # c = 0.1
     # Head at α = 1/2: 3 drafts promise (1 + 0.875) / (1.5 + 0.3) = 1.04 tokens per step, more than the 1.0 of none.
-    assert drafter._option("head", 3, 3, "").gain == pytest.approx(1.875 / 1.8)
-    assert drafter._option("none", 0, 0, "").gain == pytest.approx(1.0)
+    assert drafter._option("head", 3, 3).gain == pytest.approx(1.875 / 1.8)
+    assert drafter._option("none", 0, 0).gain == pytest.approx(1.0)
     for _ in range(30):  # the head keeps missing its first guess: drafting with it stops paying
         drafter.acceptance["head"].observe(depth=3, accepted=0)
-    best = max((drafter._option("head", n, n, "") for n in (1, 2, 3)), key=lambda o: o.gain)
-    assert best.gain < drafter._option("none", 0, 0, "").gain
+    best = max((drafter._option("head", n, n) for n in (1, 2, 3)), key=lambda o: o.gain)
+    assert best.gain < drafter._option("none", 0, 0).gain
+
+
+def test_the_choice_reads_as_the_rounds_timeline_shows_it():
+    cut = Cut(True, (0.7, 0.6, 0.5, 0.3), 4, CORPUS, 2, 4, 1.13)
+    options = (Choice("none", 0, 1.0), Choice("suffix", 2, 1.5, cut), Choice("suffix", 4, 1.9, cut),
+               Choice("smol-head-8k", 1, 1.1), Choice("smol-head-8k", 2, 1.24))
+    assert Weighed(options[2], options).text() == ("suffix ×4: 1.90 tokens per step (earlier answers: last 2 tokens "
+                                                   "seen 4×; 4 drafted, 2.1 expected kept, v(4) = 1.13 steps); "
+                                                   "against none 1.00, smol-head-8k ×2 1.24")
+    assert Weighed(options[0], options[:1]).text() == "none: 1.00 tokens per step"
 
 
 def test_rounds_record_which_drafter_drafted_and_why(target, make_drafter):
@@ -108,6 +118,19 @@ def test_rounds_record_which_drafter_drafted_and_why(target, make_drafter):
     assert "earlier answers" in copied.why or "prompt and answer" in copied.why
     html = timeline_html(run)
     assert "suffix ·" in html and copied.why.split(";")[0] in html
+
+
+def test_the_suffix_drafter_cuts_by_the_costs_auto_weighs(target):
+    """Both learn v(n) from the loop's times of the same forwards, so the suffix drafter's cut and auto's choice
+    price a draft alike; auto's drafting seconds come from the loop too."""
+    corpus = SuffixCorpus()
+    for prompt in PROMPTS:
+        generate(target, SuffixDrafter(corpus=corpus), prompt, Decoding(gamma=4, max_new_tokens=24))
+    drafter = auto(corpus=corpus)
+    run = generate(target, drafter, PROMPTS[0], Decoding(gamma=4, max_new_tokens=24))
+    assert len(drafter.costs.forward) >= 2 and drafter.costs.forward == drafter.suffix.costs.forward
+    assert all(drafter.costs.v(n) == drafter.suffix.v(n) for n in range(6))
+    assert "suffix" in {r.source for r in run.rounds} and drafter.costs.draft["suffix"] > 0
 
 
 @pytest.mark.parametrize("tree", [TreeShape(), TreeShape(budget=6, branching=2)])

@@ -15,9 +15,9 @@ import torch
 from hypothesis import strategies as st
 
 from tiny import PADDED_ROWS, VOCAB, WORDS, goodness_of_fit
-from specviz.config import Decoding, Sampling, Verification
+from specviz.config import Decoding, Sampling, TreeShape, Verification
 from specviz.decode import generate
-from specviz.drafters import NgramDrafter, build_drafter, layer_skip_view
+from specviz.drafters import NgramDrafter, Reason, build_drafter, layer_skip_view
 from specviz.errors import ConfigError, IncompatiblePairError, ModelLoadError, SpecVizError
 from specviz.records import BONUS, RESAMPLED, TARGET, Comparison, Round, Run, dumps, loads
 from specviz.verify import distribution
@@ -114,7 +114,8 @@ RANDOM_PROMPTS = st.one_of(
 
 
 @hypothesis.settings(max_examples=25, deadline=None, derandomize=True, database=None)
-@hypothesis.given(prompt=RANDOM_PROMPTS, gamma=st.integers(1, 8), max_new=st.integers(1, 14), spec=st.sampled_from(DRAFTERS))
+@hypothesis.given(prompt=RANDOM_PROMPTS, gamma=st.integers(1, 8), max_new=st.integers(1, 14),
+                  spec=st.sampled_from(DRAFTERS))
 def test_greedy_output_is_the_targets_own_on_random_prompts(target, make_drafter, prompt, gamma, max_new, spec):
     """The lossless property over prompts nobody picked: greedy speculative output = the target alone."""
     alone = generate(target, None, prompt, Decoding(max_new_tokens=max_new))
@@ -286,7 +287,8 @@ def test_recorded_p_and_q_match_a_recomputation_without_cache(target, tiny_model
                 q = distribution(drafter_model(torch.tensor([context + r.drafted[:-1]])).logits[0, :, :VOCAB], sampling)
             for i, token in enumerate(r.drafted):
                 if r.p[i] is not None:  # None: after a first-position rejection, never computed
-                    assert abs(r.p[i] - float(p[n - 1 + i, token])) < 1e-4, f"{prompt!r} round {r.index}: p of draft {i}"
+                    where = f"{prompt!r} round {r.index}: p of draft {i}"
+                    assert abs(r.p[i] - float(p[n - 1 + i, token])) < 1e-4, where
                 assert abs(r.q[i] - float(q[n - 1 + i, token])) < 1e-4, f"{prompt!r} round {r.index}: q of draft {i}"
                 if sampling.greedy:
                     assert token == int(q[n - 1 + i].argmax()), "the draft did not propose its own greedy token"
@@ -366,7 +368,8 @@ def test_layerskip_leaves_the_shared_target_unchanged(target, make_drafter, base
     assert len(drafter.model.model.layers) == 1
     assert drafter.model.model.layers[0] is layers_before[0], "the view shares the target's layers, not copies"
     for sampling in (Sampling(), Sampling(temperature=1.0)):
-        generate(target, make_drafter("layerskip:1"), "w1 w2 w3 w4 w5", Decoding(gamma=4, max_new_tokens=13, sampling=sampling))
+        settings = Decoding(gamma=4, max_new_tokens=13, sampling=sampling)
+        generate(target, make_drafter("layerskip:1"), "w1 w2 w3 w4 w5", settings)
 
     assert list(model.model.layers) == layers_before
     assert model.config.num_hidden_layers == len(layers_before) == 4
@@ -426,6 +429,48 @@ def test_run_figures_agree_with_the_rounds(target, make_drafter):
         assert statuses == ["accepted"] * r.n_accepted + ["rejected"] * (len(r.drafted) - r.n_accepted) + [r.next_kind]
         assert [t for t, _, _ in r.statuses()] == r.drafted + [r.next_token]
         assert r.drafted_text == [WORDS[t] for t in r.drafted] and r.next_text == WORDS[r.next_token]
+
+
+@pytest.mark.parametrize("tree", [TreeShape(), TreeShape(budget=6, branching=2)], ids=["chain", "tree"])
+def test_the_drafter_learns_the_times_the_round_records(target, make_drafter, tree):
+    """The loop times each round and hands the times to the drafter: what a drafter that weighs cost learns from
+    is what the Rounds page shows, the verification forward's seconds and the drafts it read."""
+    drafter, timings = make_drafter("tiny-draft"), []
+    feedback = drafter.feedback
+    drafter.feedback = lambda kept, hidden=None, timing=None: (timings.append(timing), feedback(kept, hidden, timing))
+    run = generate(target, drafter, "w40 w41 w7", Decoding(gamma=3, max_new_tokens=20, tree=tree))
+    assert len(timings) == len(run.rounds) and any(r.verified for r in run.rounds)
+    for timing, r in zip(timings, run.rounds):
+        assert timing.verify_seconds == r.verify_seconds and timing.verified == r.verified
+        assert 0 < timing.draft_seconds <= r.draft_seconds  # the round's drafting also counts the feedback
+
+
+def test_a_rounds_why_is_worded_after_the_timed_loop(target):
+    """A drafter gives its reason in numbers; the words for the Rounds timeline are written once the clock stops."""
+    worded = []
+
+    class Counted(Reason):
+        def __init__(self, n: int):
+            self.n = n
+
+        def text(self) -> str:
+            worded.append(self.n)
+            return f"{self.n} drafted"
+
+    class Telling(NgramDrafter):
+        def draft(self, context, k, sampling, generator):
+            proposal = super().draft(context, k, sampling, generator)
+            proposal.reason = Counted(proposal.ids.shape[0])
+            return proposal
+
+        def feedback(self, kept, hidden=None, timing=None):
+            assert not worded, "a reason was put into words while the loop ran"
+            super().feedback(kept, hidden, timing)
+
+    for detail in (True, False):
+        worded.clear()
+        run = generate(target, Telling(), "w1 w2 w3 w4 w5 w1 w2 w3", Decoding(gamma=4, max_new_tokens=13), detail)
+        assert [r.why for r in run.rounds] == [f"{r.verified} drafted" for r in run.rounds]
 
 
 def test_baseline_run_records_one_target_token_per_round(baseline):

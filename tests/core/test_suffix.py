@@ -31,7 +31,8 @@ def test_corpus_counts_what_followed_the_longest_match_and_never_across_document
     assert match.depth == 3 and match.counts() == {4: 1}  # "1 2 3" once, followed by 4
     short = corpus.longest_match([6, 2, 3])
     assert short.depth == 2 and short.counts() == {4: 2, 5: 1}
-    assert corpus.longest_match([7, 1, 2]) is not None and corpus.longest_match([7, 1, 2]).depth == 2  # "7 1 2" ends a document
+    ends = corpus.longest_match([7, 1, 2])  # "7 1 2" ends a document
+    assert ends is not None and ends.depth == 2
     assert short.follow(5) is None  # "2 3 5" ends its document: nothing follows it
     walk = corpus.longest_match([8, 1, 2])  # "1 2": continued by 3 once, and once at a document's end
     assert walk.depth == 2 and walk.counts() == {3: 1} and walk.follow(3).counts() == {4: 1}
@@ -84,16 +85,18 @@ def test_draft_length_follows_the_confidence_of_the_match_and_the_cost_of_verify
 
     sure = drafter_for([[3, 4, 5, 6, 7, 8, 9, 10]] * 5)
     sure.start(torch.tensor([[1, 2]]), Decoding(gamma=6))
-    assert sure.propose(torch.tensor([[1, 2, 3, 4, 5]]), 6, Decoding().sampling, None).ids.tolist() == [6, 7, 8, 9, 10]
-    assert "earlier answers" in sure.why
+    proposal = sure.propose(torch.tensor([[1, 2, 3, 4, 5]]), 6, Decoding().sampling, None)
+    assert proposal.ids.tolist() == [6, 7, 8, 9, 10]
+    assert "earlier answers" in proposal.reason.text()
     split = [[3, 4, 5, 6], [3, 4, 5, 7], [3, 4, 5, 8], [3, 4, 5, 9], [3, 4, 5, 10]]  # a 5-way split after "3 4 5"
     cheap = drafter_for(split, verify_cost=lambda n: 1.0 + 0.01 * n)
     dear = drafter_for(split, verify_cost=lambda n: 1.0 + 0.5 * n)
     for drafter in (cheap, dear):
         drafter.start(torch.tensor([[1, 2]]), Decoding(gamma=6))
     assert len(cheap.propose(torch.tensor([[1, 2, 3, 4, 5]]), 6, Decoding().sampling, None).ids) == 1
-    assert dear.propose(torch.tensor([[1, 2, 3, 4, 5]]), 6, Decoding().sampling, None).ids.tolist() == []
-    assert "not worth v(1) = 1.50" in dear.why
+    proposal = dear.propose(torch.tensor([[1, 2, 3, 4, 5]]), 6, Decoding().sampling, None)
+    assert proposal.ids.tolist() == []
+    assert "not worth v(1) = 1.50" in proposal.reason.text()
 
 
 def test_the_cut_maximises_expected_tokens_per_step():
@@ -102,6 +105,18 @@ def test_the_cut_maximises_expected_tokens_per_step():
     rates = [(1 + sum(chances[:n])) / (1.0 + 0.1 * n) for n in range(5)]
     assert drafter._cut(chances) == max(range(5), key=rates.__getitem__) == 3
     assert SuffixDrafter(verify_cost=lambda n: 1.0 + n)._cut(chances) == 0  # a forward per draft: never worth it
+
+
+def test_the_reason_reads_as_the_rounds_timeline_shows_it():
+    from specviz.drafters.suffix import CORPUS, LOCAL, Cut
+
+    cut = Cut(True, (0.9, 0.6, 0.4, 0.2, 0.1), 4, CORPUS, 3, 12, 1.13)
+    assert cut.confidence == (0.9, 0.6, 0.4, 0.2)
+    assert cut.text() == "earlier answers: last 3 tokens seen 12×; 4 drafted, 2.1 expected kept, v(4) = 1.13 steps"
+    assert Cut(True, (0.3, 0.1), 0, LOCAL, 1, 2, 1.5).text() == \
+        "prompt and answer: last 1 tokens seen 2×; best guess 30% likely kept, not worth v(1) = 1.50 steps"
+    assert Cut(False).text() == "no earlier occurrence of the last token"
+    assert Cut(True).text() == "nothing followed the match often enough"
 
 
 def test_acceptance_rises_with_the_match_and_with_agreement():
@@ -133,7 +148,8 @@ def test_chat_template_markers_are_never_drafted(target):
     drafter = SuffixDrafter(corpus=SuffixCorpus(), never=frozenset({marker}))
     context = torch.tensor([[marker, 20, 21, 30, 31, 32, marker, 20, 21]])  # "<start> user ... <start> user": a match
     drafter.start(context[:, :1], Decoding(gamma=4))
-    assert drafter.propose(context, 4, Decoding().sampling, None).ids.tolist() == [30, 31, 32]  # stops before the marker
+    drafted = drafter.propose(context, 4, Decoding().sampling, None).ids.tolist()
+    assert drafted == [30, 31, 32], "stops before the marker"
     unaware = SuffixDrafter(corpus=SuffixCorpus())
     unaware.start(context[:, :1], Decoding(gamma=4))
     assert unaware.propose(context, 4, Decoding().sampling, None).ids.tolist() == [30, 31, 32, marker]
