@@ -26,6 +26,7 @@ import contextlib
 import json
 import os
 import re
+import signal
 import socket
 import statistics
 import subprocess
@@ -50,7 +51,7 @@ def cases() -> dict[str, list[str]]:
     from specviz.app.controls import DEMO_RUN
     from specviz.config import Decoding
     from specviz.prompts import load_prompt_set
-    from specviz.records import loads
+    from specviz.comparison import loads
 
     demo = loads(DEMO_RUN.read_text(encoding="utf-8"))
     home = Decoding.from_dict(demo.spec.settings)
@@ -114,10 +115,10 @@ def press_run(page, button, done: str) -> dict:
     """Tick "Measure afresh", press Run, wait until `done` (a JS condition on the page's text) holds, and read the
     speedup the page then shows with its spread (the last one on the page: a live run is drawn below Home's
     recorded one, and instead of Rounds' recorded one)."""
-    page.get_by_text("Measure afresh", exact=True).first.click()
+    page.get_by_text("Measure afresh", exact=True).first.click(timeout=300_000)
     wait_idle(page)
     started = time.monotonic()
-    button.click()
+    button.click(timeout=300_000)
     page.wait_for_function(f"(text => {done})(document.body.innerText)", timeout=900_000)
     wait_idle(page)
     shown = SHOWN.findall(page.locator('[data-testid="stMain"]').inner_text())
@@ -148,9 +149,9 @@ def _measure_cases(browser, url: str) -> dict:
             if case == "walk":
                 page.goto(url)
                 wait_idle(page)
-                page.locator('[data-testid="stSidebarNav"] a', has_text="Lesson").click()
+                page.locator('[data-testid="stSidebarNav"] a', has_text="Lesson").click(timeout=300_000)
                 wait_idle(page)
-                page.locator('[data-testid="stSidebarNav"] a', has_text="Rounds").click()
+                page.locator('[data-testid="stSidebarNav"] a', has_text="Rounds").click(timeout=300_000)
             else:
                 page.goto(f"{url}/Rounds")
             wait_idle(page)
@@ -218,15 +219,15 @@ def main() -> None:
         for n in (int(x) for x in args.busy.split(",")):
             load = None
             if n:
-                load = subprocess.Popen([*nice, "--busy-worker", url, str(n)], cwd=ROOT)
+                load = subprocess.Popen([*nice, "--busy-worker", url, str(n)], cwd=ROOT, start_new_session=True)
                 time.sleep(20)  # the sessions open their pages and get going
             try:
                 shown = subprocess.run([*nice, "--measure-worker", url], cwd=ROOT, capture_output=True, text=True,
                                        check=True).stdout
                 figures["app"][str(n)] = json.loads(shown.strip().splitlines()[-1])
             finally:
-                if load is not None:
-                    load.kill()
+                if load is not None:  # the sessions and every browser process they started
+                    os.killpg(load.pid, signal.SIGKILL)
                     load.wait()
             print(f"{n} busy sessions: {figures['app'][str(n)]}", flush=True)
     FIGURES.parent.mkdir(parents=True, exist_ok=True)

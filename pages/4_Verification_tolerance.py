@@ -6,6 +6,7 @@ import streamlit as st
 from specviz.app import controls, links, room, service
 from specviz.app.views import theory_charts, tokens
 from specviz.lab import quality
+from specviz.records import token_agreement
 
 st.set_page_config(page_title="Verification tolerance · SpecViz", page_icon="🔎", layout="wide")
 controls.page_intro(
@@ -130,6 +131,6 @@ exact_col.caption(f"exact · α = {first.acceptance_rate:.2f}")
 exact_col.html(tokens.output_html(first))
 loose_run = loosest.comparisons[0].spec
 loose_col.caption(f"{loosest.label} · α = {loose_run.acceptance_rate:.2f} · "
-                  f"{quality.token_agreement(loose_run.output_ids, first.output_ids):.0%} token agreement with exact")
+                  f"{token_agreement(loose_run.output_ids, first.output_ids):.0%} token agreement with exact")
 loose_col.html(tokens.output_html(loose_run))
 controls.export_buttons(sweep.comparisons(), "tolerance")

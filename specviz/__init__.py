@@ -15,7 +15,8 @@ from .decode import generate
 from .drafters import DRAFTERS, build_drafter
 from .errors import SpecVizError
 from .models import LoadedModel, load_model
-from .records import Comparison, Round, Run
+from .records import Round, Run
+from .comparison import Comparison
 
 __all__ = [
     "Comparison", "DRAFTERS", "Decoding", "LoadedModel", "Round", "Run", "Sampling", "SpecVizError",

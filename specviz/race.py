@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import SpecVizError
-from .records import REJECTED, Comparison, Run
+from .records import REJECTED, Run
+from .comparison import Comparison
 
 MEASURED, RECONSTRUCTED = "measured", "reconstructed from per-round times"
 BASELINE = "target alone"

@@ -8,7 +8,8 @@ from __future__ import annotations
 import statistics
 
 from . import race
-from .records import ACCEPTED, BONUS, REJECTED, RESAMPLED, TARGET, Comparison
+from .records import ACCEPTED, BONUS, REJECTED, RESAMPLED, TARGET
+from .comparison import Comparison
 from .lab.measure import speedup_text
 
 

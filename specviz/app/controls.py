@@ -21,7 +21,7 @@ from ..errors import OUT_OF_MEMORY, SpecVizError
 from ..lab.worker import Cancelled
 from ..models import DEFAULT_TARGET, pick_device
 from ..prompts import CATEGORIES, load_prompt_set
-from ..records import Comparison, load_comparisons, loads
+from ..comparison import Comparison, load_comparisons, loads
 from . import links, page_list, room
 from ..lab.measure import noise_warning
 from .views import figures, tables

@@ -20,7 +20,8 @@ from ..lab.same_distribution import EXACT, RELAXED, LabRecord, LabSetup
 from ..lesson import claims, recordings, steps
 from ..lesson.steps import STEPS, Question, Score
 from ..models import DEFAULT_TARGET
-from ..records import Comparison, Round, Run
+from ..records import Round, Run
+from ..comparison import Comparison
 from . import controls, links, service
 from .views import charts, lesson_charts, tokens, tree_charts
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from .. import race
-from ..records import Comparison
+from ..comparison import Comparison
 from . import room
 from .views import race_view
 

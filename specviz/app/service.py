@@ -26,7 +26,7 @@ from ..lab.measure import PAIRS
 from ..lab.worker import Cancelled, Worker
 from ..models import DEFAULT_TARGET
 from ..prompts import check_prompt
-from ..records import Comparison
+from ..comparison import Comparison
 from . import room
 from .run_queue import RunQueue
 from .shared_runs import Measured, SharedRuns, run_key

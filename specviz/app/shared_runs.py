@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..config import Decoding
-from ..records import Comparison
+from ..comparison import Comparison
 
 KEPT = 64  # measurements kept per server (a few hundred kB each at most); the least recently used goes first
 

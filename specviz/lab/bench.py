@@ -19,7 +19,7 @@ from ..config import Decoding
 from ..drafters import Drafter
 from ..models import LoadedModel
 from ..race import latency_fields
-from ..records import Comparison
+from ..comparison import Comparison
 from .measure import WARMUP_TOKENS, compare, machine, warm_up
 from .peer import hf_generate
 from .quality import CHECKABLE, final_answer_match, final_number

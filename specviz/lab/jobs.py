@@ -18,7 +18,7 @@ from ..config import Decoding
 from ..drafters import build_drafter, learns_across_runs
 from ..errors import OUT_OF_MEMORY
 from ..models import LoadedModel
-from ..records import Comparison
+from ..comparison import Comparison
 from . import measure, quality, sweeps
 
 

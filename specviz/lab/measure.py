@@ -4,7 +4,7 @@ Speedup is measured, never estimated: both are timed by the same loop (`decode.g
 warm-up, with device synchronisation on a GPU. They are timed in turn, pair by pair (A B, B A, A B, …):
 whatever else the machine does at that moment slows both runs of a pair, so each pair's ratio holds
 where two separate timings would not. The speedup is the median of the pairs' ratios and their range is
-its spread (`records.Comparison`). A baseline timed earlier is never reused: every comparison pairs its own.
+its spread (`comparison.Comparison`). A baseline timed earlier is never reused: every comparison pairs its own.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from ..config import Decoding
 from ..decode import encode_prompt, generate
 from ..drafters import Drafter
 from ..models import LoadedModel
-from ..records import Comparison, Run
+from ..records import Run
+from ..comparison import Comparison
 
 WARMUP_TOKENS = 4
 PAIRS = 3  # timed pairs of a comparison in the app and `run`: a median and a spread (bench times 1 per prompt)

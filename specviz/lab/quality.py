@@ -33,7 +33,8 @@ from ..config import Decoding, Verification
 from ..drafters import Drafter
 from ..errors import ConfigError
 from ..models import LoadedModel
-from ..records import Comparison, Run, token_agreement  # noqa: F401 — re-exported
+from ..records import Run, token_agreement
+from ..comparison import Comparison
 from . import measure
 
 TAU, LENIENCE = "tau", "lenience"

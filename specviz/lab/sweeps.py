@@ -24,7 +24,8 @@ from ..config import MAX_GAMMA, Decoding, TreeShape
 from ..drafters import Loader, build_drafter
 from ..errors import ConfigError
 from ..models import LoadedModel, load_model
-from ..records import Comparison, Run, pooled_pair_ratios
+from ..records import Run
+from ..comparison import Comparison, pooled_pair_ratios
 from . import measure
 
 MIN_DRAFTS, MAX_DRAFTS = 2, 4  # a comparison of one is no comparison; more than four is unreadable

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ..lab import same_distribution
 from ..lab.same_distribution import EXACT, RELAXED, LabRecord
-from ..records import Comparison
+from ..comparison import Comparison
 from . import steps
 
 NOISE = 0.05  # speedups closer than 5% are within a shared CPU's timing noise (steps.direction uses the same)

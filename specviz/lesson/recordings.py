@@ -28,7 +28,8 @@ from ..lab import measure
 from ..lab.same_distribution import LabRecord, LabSetup, sample_first_tokens
 from ..models import LoadedModel
 from ..prompts import load_prompt_set
-from ..records import Comparison, Run, load_comparisons
+from ..records import Run
+from ..comparison import Comparison, load_comparisons
 
 LESSON_DIR = Path(__file__).resolve().parents[2] / "assets" / "lesson"
 RUNS, LAB, MANIFEST = "runs.json", "lab.json", "manifest.json"
@@ -188,7 +189,7 @@ def manifest(all_recipes: list[Recipe], lab: LabSetup, command: str, drafts: lis
                "after a warm-up, timed by the same loop in pairs, alternating which goes first; the speedup is the "
                "median of the pairs' ratios). "
                "lab: specviz.lab.same_distribution.sample_first_tokens (seeded runs of specviz.decode.generate). "
-               "Saved with specviz.records.dumps.",
+               "Saved with specviz.comparison.dumps.",
     }
 
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..records import Comparison, Round, Run
+from ..records import Round, Run
+
+from ..comparison import Comparison
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from ..config import Decoding
 from ..errors import ConfigError, SpecVizError
 from ..models import ROOT, SHIPPED_DRAFTS, LoadedModel, load_model
 from . import answers
-from .answers import Dataset, Sequence, eval_prompts, fast_autocast, train_prompts  # noqa: F401 — the Distil page's API
+from .answers import Dataset, Sequence, eval_prompts, fast_autocast, train_prompts
 from .card import _title, model_card, write_card
 from .evaluate import measure_drafts
 from .loop import Schedule, Training, batch_indices, train_loop

@@ -17,7 +17,6 @@ import torch
 from ..config import Decoding
 from ..models import LoadedModel, load_model
 from ..prompts import CATEGORIES
-from .answers import eval_prompts  # noqa: F401 — re-exported: the split evaluation reads
 
 
 def _maker(draft: str | Path, target: LoadedModel):

@@ -9,17 +9,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
 import torch
 import torch.nn.functional as F
 
 from ..drafters.head_net import DraftHead
 from .answers import fast_autocast
 from .features import Features
-
-if TYPE_CHECKING:
-    from .train_head import HeadConfig
 
 
 @dataclass
@@ -81,9 +76,10 @@ def unrolled_features(head: DraftHead, embeddings: torch.Tensor, features: torch
     return out
 
 
-def head_loss(head: DraftHead, rows: torch.Tensor, embedding: torch.Tensor, batch: Batch, cfg: HeadConfig,
-              device: torch.device) -> tuple[torch.Tensor, dict]:
-    """Σ_s w_s (soft CE on the draft vocabulary + λ · feature regression), and each step's greedy agreement."""
+def head_loss(head: DraftHead, rows: torch.Tensor, embedding: torch.Tensor, batch: Batch, device: torch.device,
+              steps: int, step_decay: float, feature_weight: float) -> tuple[torch.Tensor, dict]:
+    """Σ_s w_s (soft CE on the draft vocabulary + λ · feature regression), and each step's greedy agreement: `steps`
+    unrolled draft steps, step s weighted step_decay^(s-1), the regression weighted `feature_weight` (λ)."""
     with fast_autocast(device):
         emb = embedding[batch.tokens[:, 1:]]  # e(x_{j+1}) for pairs j = 0 .. L-2
         feats = batch.features[:, :-1]
@@ -91,7 +87,7 @@ def head_loss(head: DraftHead, rows: torch.Tensor, embedding: torch.Tensor, batc
         with torch.no_grad():
             p = (truth[batch.mask] @ rows.T).float().softmax(-1)  # the target's p on the draft vocabulary
             target_top = p.argmax(-1)
-        predicted = unrolled_features(head, emb, feats, cfg.ttt_steps)
+        predicted = unrolled_features(head, emb, feats, steps)
     total, figures = 0.0, {}
     valid = batch.mask
     for s, pred in enumerate(predicted, start=1):
@@ -104,7 +100,7 @@ def head_loss(head: DraftHead, rows: torch.Tensor, embedding: torch.Tensor, batc
         logq = (g @ rows.float().T).log_softmax(-1)
         ce = -(p[sel] * logq).sum(-1).mean()
         reg = F.smooth_l1_loss(g, truth[keep].float())
-        total = total + cfg.step_decay ** (s - 1) * (ce + cfg.feature_weight * reg)
+        total = total + step_decay ** (s - 1) * (ce + feature_weight * reg)
         agree = (logq.argmax(-1) == target_top[sel]).float().mean()
         figures[f"agreement_{s}" if s > 1 else "agreement"] = agree.item()
         if s == 1:

@@ -240,7 +240,7 @@ def train(cfg: HeadConfig, target: LoadedModel, data: HeadData, vocab: list[int]
             seen[0] = int(next((row.get("positions", 0) for row in reversed(read_log(cfg.run_dir / "loss.jsonl"))), 0))
         batch = make_batch(data.features, batch_indices(step, cfg.batch_size, n, cfg.seed), cfg.seq_len, device)
         seen[0] += int(batch.mask.sum())
-        loss, figures = head_loss(head, rows, embedding, batch, cfg, device)
+        loss, figures = head_loss(head, rows, embedding, batch, device, cfg.ttt_steps, cfg.step_decay, cfg.feature_weight)
         return loss, {**figures, "positions": seen[0]}
 
     vocab_ids = torch.tensor(vocab, device=device)

@@ -18,7 +18,7 @@ from streamlit.testing.v1 import AppTest
 from app_helpers import figure
 
 from specviz import theory
-from specviz.records import loads
+from specviz.comparison import loads
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = str(ROOT / "pages" / "5_Theory.py")

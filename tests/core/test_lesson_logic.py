@@ -9,7 +9,7 @@ import pytest
 from specviz.lab import same_distribution
 from specviz.lab.same_distribution import ALONE, EXACT, RELAXED
 from specviz.lesson import recordings, steps
-from specviz.records import Comparison
+from specviz.comparison import Comparison
 
 REC = recordings.load()
 

@@ -19,7 +19,8 @@ from specviz.config import Decoding, Sampling, TreeShape, Verification
 from specviz.decode import generate
 from specviz.drafters import NgramDrafter, Reason, build_drafter, layer_skip_view
 from specviz.errors import ConfigError, IncompatiblePairError, ModelLoadError, SpecVizError
-from specviz.records import BONUS, RESAMPLED, TARGET, Comparison, Round, Run, dumps, loads
+from specviz.records import BONUS, RESAMPLED, TARGET, Round, Run
+from specviz.comparison import Comparison, dumps, loads
 from specviz.verify import distribution
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -20,6 +20,7 @@ from specviz.drafters import build_drafter
 from specviz.errors import ConfigError
 from specviz.lab import quality
 from specviz.models import LoadedModel
+from specviz.records import token_agreement
 
 VOCAB = 64
 WORDS = ["<unk>", "</s>"] + [f"w{i}" for i in range(VOCAB - 2)]
@@ -44,23 +45,23 @@ def tiny_target() -> LoadedModel:
 # --- metrics on hand-made inputs --------------------------------------------------------------
 def test_identical_outputs_score_perfectly():
     text = "the cat sat on the mat and looked at the dog"
-    assert quality.token_agreement([5, 6, 7, 8], [5, 6, 7, 8]) == 1.0
+    assert token_agreement([5, 6, 7, 8], [5, 6, 7, 8]) == 1.0
     assert quality.bleu(text, text) == pytest.approx(100.0)
     assert quality.rouge_l(text, text) == pytest.approx(1.0)
 
 
 def test_disjoint_outputs_score_zero():
-    assert quality.token_agreement([1, 2, 3], [4, 5, 6]) == 0.0
+    assert token_agreement([1, 2, 3], [4, 5, 6]) == 0.0
     assert quality.bleu("alpha beta gamma delta", "one two three four") == pytest.approx(0.0)
     assert quality.rouge_l("alpha beta gamma delta", "one two three four") == pytest.approx(0.0)
 
 
 def test_partial_agreement_counts_over_the_longer_output():
-    assert quality.token_agreement([1, 2, 3, 4], [1, 2, 9, 4]) == 0.75
+    assert token_agreement([1, 2, 3, 4], [1, 2, 9, 4]) == 0.75
     # A prefix of half the length agrees on every shared position, but only on half of the longer.
-    assert quality.token_agreement([1, 2], [1, 2, 3, 4]) == 0.5
-    assert quality.token_agreement([], []) == 1.0
-    assert quality.token_agreement([], [1]) == 0.0
+    assert token_agreement([1, 2], [1, 2, 3, 4]) == 0.5
+    assert token_agreement([], []) == 1.0
+    assert token_agreement([], [1]) == 0.0
 
 
 def test_rouge_l_is_the_f1_of_the_longest_common_subsequence():

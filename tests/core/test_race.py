@@ -13,7 +13,8 @@ from specviz.decode import generate
 from specviz.errors import SpecVizError
 from specviz.lab.bench import BENCH_FIELDS, bench_rows
 from specviz.lab.measure import compare
-from specviz.records import ACCEPTED, BONUS, RESAMPLED, TARGET, Comparison, dumps, loads
+from specviz.records import ACCEPTED, BONUS, RESAMPLED, TARGET
+from specviz.comparison import Comparison, dumps, loads
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

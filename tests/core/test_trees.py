@@ -13,7 +13,8 @@ from tiny import goodness_of_fit
 from specviz.config import Decoding, Sampling, TreeShape, Verification
 from specviz.decode import generate, target_forward
 from specviz.errors import ConfigError
-from specviz.records import ACCEPTED, DRAFTED, REJECTED, Run, dumps, loads
+from specviz.records import ACCEPTED, DRAFTED, REJECTED, Run
+from specviz.comparison import dumps, loads
 from specviz.trees import ancestors, grow, keep_branch, target_attention, trie, verify_tree
 from specviz.verify import LazyLogits
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...lab.measure import noise_warning, speedup_text
-from ...records import Comparison
+from ...comparison import Comparison
 
 
 def headline(c: Comparison) -> list[tuple[str, str, str]]:

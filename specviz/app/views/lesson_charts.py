@@ -7,7 +7,8 @@ from collections import Counter
 import plotly.graph_objects as go
 
 from ...lab.same_distribution import ALONE, EXACT, RELAXED, LabRecord
-from ...records import ACCEPTED, BONUS, REJECTED, RESAMPLED, Comparison, Run
+from ...records import ACCEPTED, BONUS, REJECTED, RESAMPLED, Run
+from ...comparison import Comparison
 from .charts import P_COLOUR, Q_COLOUR, _layout
 from .tokens import COLOURS
 

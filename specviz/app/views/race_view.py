@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 
 from ... import race
 from ...race import BASELINE, Lane
-from ...records import Comparison
+from ...comparison import Comparison
 from .tokens import CSS, DESCRIPTIONS, _visible
 
 RACE_CSS = """

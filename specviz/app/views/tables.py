@@ -6,7 +6,9 @@ import json
 
 import pandas as pd
 
-from ...records import Comparison, Run
+from ...records import Run
+
+from ...comparison import Comparison
 
 
 def rounds_frame(run: Run) -> pd.DataFrame:

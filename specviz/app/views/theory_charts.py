@@ -19,7 +19,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ... import theory
-from ...records import ACCEPTED, BONUS, REJECTED, RESAMPLED, Comparison
+from ...records import ACCEPTED, BONUS, REJECTED, RESAMPLED
+from ...comparison import Comparison
 from .charts import P_COLOUR, Q_COLOUR
 from .tokens import COLOURS
 
