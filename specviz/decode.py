@@ -10,14 +10,12 @@ the same loop with a drafter that proposes nothing, so both are timed by the sam
 
 from __future__ import annotations
 
-import functools
-
 import torch
 from transformers import DynamicCache
 
 from .clock import Clock
 from .config import Decoding
-from .drafters import Drafter, NoDrafter, Proposal, Timing
+from .drafters import Drafter, NoDrafter, Proposal, Timing, Verified
 from .fast_path import GrowingCache
 from .models import LoadedModel
 from .prompts import encode
@@ -61,8 +59,7 @@ def target_forward(target: LoadedModel, forward_input: torch.Tensor, cache: Dyna
         if not head:
             return hidden, None
         if n <= HEAD_ROWS_AT_ONCE:
-            every_row = functools.cache(lambda: out(hidden)[:, :vocab])
-            return hidden, LazyLogits(n, lambda a, b: every_row()[a:b])
+            return hidden, LazyLogits(n, whole=lambda: out(hidden)[:, :vocab])
         return hidden, LazyLogits(n, lambda a, b: out(hidden[a:b])[:, :vocab])
     outputs = model(forward_input, past_key_values=cache, use_cache=True, output_hidden_states=True, **shape,
                     **({} if head else {"logits_to_keep": 1}))
@@ -126,12 +123,14 @@ def generate(
         # 3. Roll back. The cache held every committed token but the last and was fed k+1 more: it now
         #    holds all committed tokens and the k drafts. Keep the drafts that were kept (a chain's
         #    accepted prefix, a tree's accepted branch) and drop the other k - n_accepted. The drafter
-        #    gets the forward's hidden states of the last committed token and the kept drafts, and the
-        #    round's times (drafters that weigh cost learn them here, and keep no clock of their own).
+        #    gets the forward's hidden states of the last committed token and the kept drafts, the round's
+        #    times (drafters that weigh cost learn them here, and keep no clock of their own), and what the
+        #    forward read with the logits its head computed (a drafter that recycles them reads their top-k).
         kept = verdict.kept
         keep_branch(cache, ids.shape[1], proposal.ids.shape[0], kept)
         t2 = clock()
-        drafter.feedback(kept, branch_rows(hidden, kept), Timing(t1 - t0, t2 - t1, proposal.ids.shape[0]))
+        drafter.feedback(kept, branch_rows(hidden, kept), Timing(t1 - t0, t2 - t1, proposal.ids.shape[0]),
+                         Verified(forward_input[0], proposal.parents, logits))
         t3 = clock()
         # 4. Commit the accepted drafts and the next token, stopping at EOS and max-new-tokens.
         emitted = proposal.ids[kept].tolist() + [verdict.next_token]

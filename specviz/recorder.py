@@ -29,9 +29,18 @@ def full_round(index, gamma, proposal, verdict: Verdict, emitted, draft_seconds,
     else:
         ids, probs = walked_branch(proposal.ids, proposal.probs, proposal.parents, verdict)
         round_ = _chain_round(index, gamma, ids, probs, verdict, emitted, draft_seconds, verify_seconds)
-        round_.tree = TreeRecord(**node_record(proposal.ids, proposal.probs, proposal.parents, verdict))
-    round_.source = proposal.source
+        round_.tree = TreeRecord(**node_record(proposal.ids, proposal.probs, proposal.parents, verdict),
+                                 source=list(proposal.sources or []))
+    round_.source = proposal.source or kept_source(proposal.sources, verdict.kept)
     return round_
+
+
+def kept_source(sources: list[str] | None, kept: list[int]) -> str:
+    """Where the kept branch came from, in path order ('earlier answers + recycled'); '' when nothing was kept
+    or the drafter names no sources."""
+    if not sources or not kept:
+        return ""
+    return " + ".join(dict.fromkeys(sources[i] for i in kept))
 
 
 def _chain_round(index, gamma, ids: torch.Tensor, probs: torch.Tensor | None, verdict: Verdict, emitted,
@@ -86,7 +95,7 @@ def bare_round(index, gamma, proposal, verdict: Verdict, emitted, draft_seconds,
     return Round(index=index, gamma=gamma, drafted=ids.tolist(), q=[0.0] * k, p=[0.0] * k,
                  n_accepted=verdict.n_accepted, next_token=verdict.next_token, next_kind=kind, next_p=0.0,
                  emitted=emitted, alternatives=[], draft_seconds=draft_seconds, verify_seconds=verify_seconds,
-                 source=proposal.source)
+                 source=proposal.source or kept_source(proposal.sources, verdict.kept))
 
 
 def label(run: Run, tokenizer) -> None:

@@ -40,6 +40,7 @@ class TreeRecord:
     p: list[float | None]  # target probability of each node's token; None where the target never looked
     status: list[str]  # ACCEPTED (the kept branch), REJECTED (tested and refused) or DRAFTED (never reached)
     text: list[str] = field(default_factory=list)
+    source: list[str] = field(default_factory=list)  # who drafted each node (blend); empty: unknown (older records)
 
     @property
     def size(self) -> int:
@@ -73,8 +74,10 @@ class Round:
     # A tree round: all its nodes. `drafted` then shows the branch the target walked: the kept nodes and the
     # first child it refused after them, so every chain view reads a tree round too.
     tree: TreeRecord | None = None
-    source: str = ""  # the drafter that made this round's proposal, where one chooses among several (auto)
-    why: str = ""  # ... and why it was chosen
+    # The drafter that made this round's proposal, where one chooses among several (auto), or the source of the kept
+    # branch, where one tree mixes several (blend: "earlier answers", "recycled", ...).
+    source: str = ""
+    why: str = ""  # ... and why it drafted what it did
 
     @property
     def verified(self) -> int:
@@ -317,3 +320,5 @@ def _check_types(run: Run) -> None:
             ints(t.parents, f"round {r.index} tree parents")
             need(len(t.parents) == len(t.q) == len(t.p) == len(t.status) == len(t.tokens)
                  and all(-1 <= parent < i for i, parent in enumerate(t.parents)), f"round {r.index} tree shape")
+            need(not t.source or (len(t.source) == len(t.tokens) and all(isinstance(x, str) for x in t.source)),
+                 f"round {r.index} tree sources")

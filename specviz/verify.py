@@ -52,18 +52,40 @@ def choose(probs: torch.Tensor, sampling: Sampling, generator: torch.Generator |
 
 
 class LazyLogits:
-    """The target's logits at positions 0..n-1 of a verification forward, computed when first asked for."""
+    """The target's logits at positions 0..n-1 of a verification forward, computed when first asked for.
 
-    def __init__(self, n: int, rows: Callable[[int, int], torch.Tensor]):
-        self.n, self._rows, self._done = n, rows, None
+    `rows(a, b)` computes rows a..b-1; `whole()`, where given, computes every row in one pass (a small forward,
+    where one row costs about what all do): the first row asked for then brings every row with it.
+    """
+
+    def __init__(self, n: int, rows: Callable[[int, int], torch.Tensor] | None = None,
+                 whole: Callable[[], torch.Tensor] | None = None):
+        self.n, self._done, self._whole, self._all = n, None, whole, None
+        self._rows = rows if rows is not None else lambda a, b: self._every_row()[a:b]
         self._picked: dict[int, torch.Tensor] = {}  # rows asked for one by one (a tree's branch)
 
     @classmethod
     def ready(cls, logits: torch.Tensor) -> LazyLogits:
         """Logits already computed in full."""
         done = cls(logits.shape[0], lambda a, b: logits[a:b])
-        done._done = logits
+        done._done = done._all = logits
         return done
+
+    def _every_row(self) -> torch.Tensor:
+        if self._all is None:
+            self._all = self._whole()
+        return self._all
+
+    def known(self) -> tuple[list[int], torch.Tensor | None]:
+        """The positions whose logits the head has computed so far and those logits ([m, V]), computing none."""
+        if self._all is not None:
+            return list(range(self.n)), self._all
+        have = 0 if self._done is None else self._done.shape[0]
+        picked = sorted(i for i in self._picked if i >= have)
+        if not have and not picked:
+            return [], None
+        parts = ([self._done] if have else []) + [self._picked[i].unsqueeze(0) for i in picked]
+        return list(range(have)) + picked, torch.cat(parts)
 
     def upto(self, m: int) -> torch.Tensor:
         """Logits of the first m positions, [m, V] (computing only the rows not computed yet)."""

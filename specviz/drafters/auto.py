@@ -139,7 +139,7 @@ class AutoDrafter(Drafter):
         proposal.source, proposal.reason = best.source, Weighed(best, tuple(options))
         return proposal
 
-    def feedback(self, kept, hidden=None, timing=None):
+    def feedback(self, kept, hidden=None, timing=None, verified=None):
         super().feedback(kept)
         if timing is not None:  # the loop's times: this round's drafting, charged to its source, and its forward
             source, tokens = self.drafting

@@ -8,6 +8,7 @@ import torch
 from transformers import DynamicCache
 
 from ..config import MAX_GAMMA, Decoding, Sampling, TreeShape
+from ..verify import LazyLogits
 
 
 class Reason:
@@ -27,6 +28,7 @@ class Proposal:
     parents: list[int] | None = None  # a tree: node i follows node parents[i] (-1 = the last committed token)
     source: str = ""  # which drafter made it, where one drafter chooses among several (auto)
     reason: Reason | None = None  # ... and why (suffix, auto), in facts put into words after the timed loop
+    sources: list[str] | None = None  # each node's source, where one tree mixes several (recycle, blend)
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,43 @@ class Timing:
     draft_seconds: float  # the drafter's `propose`
     verify_seconds: float  # the target's forward over the last committed token and the drafts, the check, the rollback
     verified: int  # drafts (a tree's nodes) that forward read after the last committed token
+
+
+@dataclass
+class Verified:
+    """What the round's verification forward read and computed, handed to the drafter in `feedback`.
+
+    tokens: what the target read, [1 + N]: the last committed token (the root), then every drafted node, kept or
+    refused; parents: a tree's (None for a chain, each token then follows the one before). `top` gives the
+    target's top-k at the rows its head has computed already (every row of a small forward,
+    `decode.HEAD_ROWS_AT_ONCE`): reading them never makes the head run over another row. A replay, which has no
+    target, gives the rows it knows in `known` instead.
+    """
+
+    tokens: torch.Tensor
+    parents: list[int] | None = None
+    logits: LazyLogits | None = None
+    known: tuple[list[int], torch.Tensor, torch.Tensor] | None = None  # rows, top ids [m, k], probabilities [m, k]
+
+    def top(self, k: int) -> tuple[list[int], torch.Tensor, torch.Tensor]:
+        """(rows, ids [m, k], p [m, k]): the k likeliest next tokens at each computed row and their probabilities
+        (temperature 1), rows counted from the root (0)."""
+        if self.known is not None:
+            rows, ids, probs = self.known
+            return rows, ids[:, :k], probs[:, :k]
+        rows, logits = self.logits.known() if self.logits is not None else ([], None)
+        if logits is None:
+            return [], torch.empty(0, k, dtype=torch.long), torch.empty(0, k)
+        logits = logits.float()
+        values, ids = logits.topk(k, dim=-1)
+        return rows, ids, (values - logits.logsumexp(-1, keepdim=True)).exp()
+
+    def previous(self, row: int, before_root: int = -1) -> int:
+        """The token before `row` in the text it extends: its parent's (for the root, `before_root`)."""
+        if row == 0:
+            return before_root
+        parent = row - 2 if self.parents is None else self.parents[row - 1]
+        return int(self.tokens[parent + 1])
 
 
 def drop_last(cache: DynamicCache, count: int) -> None:
@@ -70,9 +109,11 @@ class Drafter:
     def draft(self, context: torch.Tensor, k: int, sampling: Sampling, generator) -> Proposal:
         raise NotImplementedError
 
-    def feedback(self, kept: list[int], hidden: torch.Tensor | None = None, timing: Timing | None = None) -> None:
+    def feedback(self, kept: list[int], hidden: torch.Tensor | None = None, timing: Timing | None = None,
+                 verified: Verified | None = None) -> None:
         """After verification: the kept drafts (by index), the target's hidden states at the last committed
-        token and each of them, and the round's times (None where nothing was timed: a replay).
+        token and each of them, the round's times (None where nothing was timed: a replay), and what the
+        verification forward read and computed (`Verified`: the target's logits at every node, refused ones too).
         Adaptive γ, the well-known schedule: +2 after a fully kept round, -1 otherwise."""
         if self.adaptive and self.drafted:
             if len(kept) == self.drafted:

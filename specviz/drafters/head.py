@@ -107,7 +107,7 @@ class HeadDrafter(Drafter):
         full[:, self.vocab_ids] = grown.rows  # q is 0 off the draft vocabulary
         return Proposal(torch.tensor(grown.tokens, device=context.device), full, grown.parents)
 
-    def feedback(self, kept, hidden=None, timing=None):
+    def feedback(self, kept, hidden=None, timing=None, verified=None):
         super().feedback(kept)
         # Drop every pair read while drafting (a chain's or a tree's): they carried the head's predicted
         # features. The target's true features for the last committed token and the kept drafts (the
@@ -147,6 +147,6 @@ class HybridDrafter(Drafter):
                                       (guessed.ids.tolist(), guessed.parents or []), self.tree.budget)
         return Proposal(torch.tensor(tokens, dtype=torch.long, device=context.device), None, parents)
 
-    def feedback(self, kept, hidden=None, timing=None):
+    def feedback(self, kept, hidden=None, timing=None, verified=None):
         super().feedback(kept)
         self.head.feedback(kept, hidden, timing)

@@ -73,7 +73,7 @@ class ModelDrafter(Drafter):
                           sampling, generator)
         return Proposal(torch.tensor(self.grown.tokens, device=context.device), self.grown.rows, self.grown.parents)
 
-    def feedback(self, kept, hidden=None, timing=None):
+    def feedback(self, kept, hidden=None, timing=None, verified=None):
         super().feedback(kept)
         if self.drafted == 0:
             return

@@ -19,11 +19,14 @@ from ..errors import ConfigError
 from ..models import LoadedModel, draft_folders, load_model, shared_vocab
 from .auto import AutoDrafter
 from .base import Drafter
+from .blend import BlendDrafter
 from .head import HeadDrafter, HybridDrafter
 from .head_net import is_head, load_head
 from .model import ModelDrafter, layer_skip_view
 from .ngram import NgramDrafter
-from .suffix import SuffixDrafter, corpus_for, template_tokens
+from .recycle import RecycleDrafter
+from .recycle_table import shared_store
+from .suffix import SuffixDrafter, corpus_for, template_tokens, tokenizer_fingerprint
 
 Loader = Callable[[str], LoadedModel]
 
@@ -78,6 +81,24 @@ def _suffix_drafter(spec: Spec, target: LoadedModel, load) -> Drafter:
     if spec.arg:
         raise ConfigError(f"suffix takes no argument, got suffix:{spec.arg}")
     return SuffixDrafter("suffix", corpus_for(target.tokenizer), never=template_tokens(target.tokenizer))
+
+
+def _recycle_drafter(spec: Spec, target: LoadedModel, load) -> Drafter:
+    if spec.arg:
+        raise ConfigError(f"recycle takes no argument, got recycle:{spec.arg}")
+    return RecycleDrafter("recycle", _store(target), never=template_tokens(target.tokenizer))
+
+
+def _blend_drafter(spec: Spec, target: LoadedModel, load) -> Drafter:
+    """Suffix matches and the target's recycled guesses in one scored tree."""
+    if spec.arg:
+        raise ConfigError(f"blend takes no argument, got blend:{spec.arg}")
+    return BlendDrafter("blend", _suffix_drafter(Spec("suffix", ""), target, load), _store(target))
+
+
+def _store(target: LoadedModel):
+    """The process's recycle table for this target's tokenizer (warm-started from the shipped file)."""
+    return shared_store(tokenizer_fingerprint(target.tokenizer), target.vocab_size)
 
 
 AUTO_HEAD = "smol-head-v2"  # the head `auto` weighs against suffix drafting unless auto:NAME names another
@@ -166,6 +187,11 @@ DRAFTERS: dict[str, Kind] = {
                   "ngram or ngram:N", lambda: ["ngram"], peer="prompt lookup"),
     "suffix": Kind(_suffix_drafter, "the longest earlier match in the prompt, the answer and the target's earlier answers, "
                    "as a chain or a tree cut where it stops paying; no model", "suffix", lambda: ["suffix"], learns=True),
+    "recycle": Kind(_recycle_drafter, "Token Recycling: the target's own top guesses after each token, kept from "
+                    "every verification in a table, as a tree cut where it stops paying; no model", "recycle",
+                    lambda: ["recycle"], learns=True),
+    "blend": Kind(_blend_drafter, "suffix matches and the target's recycled guesses in one tree scored by their "
+                  "chances, cut where it stops paying; no model", "blend", lambda: ["blend"], learns=True),
     "auto": Kind(_auto_drafter, "each round the suffix drafter, a head or no draft, whichever promises the most tokens "
                  "per target step", "auto or auto:HEAD", lambda: ["auto"], learns=True),
     "ngram+head": Kind(_hybrid_drafter, "n-gram lookup when the context has a match, the draft head otherwise",

@@ -136,7 +136,7 @@ class SuffixDrafter(Drafter):
         ids = torch.tensor(tokens, dtype=torch.long, device=context.device)
         return Proposal(ids, None, parents if self.tree.on and tokens else None, reason=self.cut)
 
-    def feedback(self, kept, hidden=None, timing=None):
+    def feedback(self, kept, hidden=None, timing=None, verified=None):
         if self.verify_cost is None and timing is not None:
             self.costs.observe_forward(timing.verified, timing.verify_seconds)
         super().feedback(kept)

@@ -9,16 +9,24 @@ in microseconds per round, so a drafter's settings can be compared on hundreds o
 seconds. What a round costs in time is not replayed: that takes the target (`lab.measure`). Given a
 measured v(N) (`lab.verify_cost`), `steps(v)` prices the rounds replayed: each one a forward over
 the nodes it drafted, so settings can be ranked by modelled tokens per target step as well.
+
+A drafter that learns from the target's logits at the verified nodes (recycle, blend) gets them from a
+`teacher`: the target's top-k after a token sequence, or None where it is not known. `AnswerTeacher` knows them
+along the answer only (one teacher-forced pass of the target over prompt and answer, done once): the root and
+the kept nodes of every round, never the refused ones, which a live run also learns from.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 
 from ..config import Decoding
-from ..drafters.base import Drafter
+from ..drafters.base import Drafter, Verified
+
+Teacher = Callable[[list[int]], "tuple[torch.Tensor, torch.Tensor] | None"]  # tokens -> top-k ids and p after them
 
 
 @dataclass
@@ -55,11 +63,26 @@ class Replay:
                       {n: self.sizes.get(n, 0) + other.sizes.get(n, 0) for n in self.sizes.keys() | other.sizes.keys()})
 
 
+class AnswerTeacher:
+    """The target's top-k after every prefix of prompt + answer that ends inside the answer (or at its start):
+    ids and p [len(answer) + 1, k], row j after answer[:j]. Unknown (None) off the answer."""
+
+    def __init__(self, prompt_ids: list[int], answer: list[int], ids: torch.Tensor, probs: torch.Tensor):
+        self.text, self.start, self.ids, self.probs = list(prompt_ids) + list(answer), len(prompt_ids), ids, probs
+
+    def __call__(self, tokens: list[int]):
+        j = len(tokens) - self.start
+        if 0 <= j < self.ids.shape[0] and tokens[self.start:] == self.text[self.start: len(tokens)]:
+            return self.ids[j], self.probs[j]
+        return None
+
+
 def replay(drafter: Drafter, prompt_ids: list[int], answer: list[int], settings: Decoding,
-           learn: bool = True) -> Replay:
+           learn: bool = True, teacher: Teacher | None = None) -> Replay:
     """The rounds a greedy run of `drafter` would make to write `answer` after `prompt_ids` (see the module).
 
     learn=False skips the drafter's `finish`, so a suffix corpus stays as it was (and is not rebuilt).
+    teacher: what the target expects after a sequence, handed to the drafter as its verified rows (`Verified`).
     """
     out = Replay()
     ids = torch.tensor([list(prompt_ids)])
@@ -75,7 +98,8 @@ def replay(drafter: Drafter, prompt_ids: list[int], answer: list[int], settings:
             _bump(out.reached, i)
             if i < len(kept):
                 _bump(out.kept, i)
-        drafter.feedback(kept)
+        verified = taught(teacher, ids[0].tolist(), drafted, proposal.parents) if teacher else None
+        drafter.feedback(kept, None, None, verified)
         emitted = answer[done : done + len(kept) + 1]
         ids = torch.cat([ids, torch.tensor([emitted])], dim=1)
         done += len(emitted)
@@ -87,6 +111,25 @@ def replay(drafter: Drafter, prompt_ids: list[int], answer: list[int], settings:
     if learn:
         drafter.finish(list(answer))
     return out
+
+
+def taught(teacher: Teacher, context: list[int], drafted: list[int], parents: list[int] | None) -> Verified:
+    """The rows of a verification forward over [last committed token, drafts] that the teacher knows."""
+    paths: list[list[int]] = []  # each node's tokens after the context, its own last
+    for i, token in enumerate(drafted):
+        parent = parents[i] if parents is not None else i - 1
+        paths.append((paths[parent] if parent >= 0 else []) + [token])
+    rows, ids, probs = [], [], []
+    for row, path in enumerate([[]] + paths):
+        top = teacher(context + path)
+        if top is not None:
+            rows.append(row)
+            ids.append(top[0])
+            probs.append(top[1])
+    tokens = torch.tensor(context[-1:] + drafted)
+    if not rows:
+        return Verified(tokens, parents, known=([], torch.empty(0, 0, dtype=torch.long), torch.empty(0, 0)))
+    return Verified(tokens, parents, known=(rows, torch.stack(ids), torch.stack(probs)))
 
 
 def _kept(drafted: list[int], parents: list[int] | None, truth: list[int]) -> list[int]:

@@ -438,7 +438,8 @@ def test_the_drafter_learns_the_times_the_round_records(target, make_drafter, tr
     is what the Rounds page shows, the verification forward's seconds and the drafts it read."""
     drafter, timings = make_drafter("tiny-draft"), []
     feedback = drafter.feedback
-    drafter.feedback = lambda kept, hidden=None, timing=None: (timings.append(timing), feedback(kept, hidden, timing))
+    drafter.feedback = lambda kept, hidden=None, timing=None, verified=None: (
+        timings.append(timing), feedback(kept, hidden, timing, verified))
     run = generate(target, drafter, "w40 w41 w7", Decoding(gamma=3, max_new_tokens=20, tree=tree))
     assert len(timings) == len(run.rounds) and any(r.verified for r in run.rounds)
     for timing, r in zip(timings, run.rounds):
@@ -464,9 +465,9 @@ def test_a_rounds_why_is_worded_after_the_timed_loop(target):
             proposal.reason = Counted(proposal.ids.shape[0])
             return proposal
 
-        def feedback(self, kept, hidden=None, timing=None):
+        def feedback(self, kept, hidden=None, timing=None, verified=None):
             assert not worded, "a reason was put into words while the loop ran"
-            super().feedback(kept, hidden, timing)
+            super().feedback(kept, hidden, timing, verified)
 
     for detail in (True, False):
         worded.clear()

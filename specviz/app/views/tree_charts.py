@@ -3,13 +3,18 @@
 The tree reads left to right: the last committed token (the root), then every drafted node by
 depth. The branch the target kept is green and drawn thick, refused nodes are red crosses, nodes
 the target never reached are open grey circles, and the resampled or bonus token follows the kept
-branch. Marker shapes repeat what the colours say; hovering a node shows q and p.
+branch. Marker shapes repeat what the colours say; hovering a node shows q and p. Where a drafter mixes
+sources in one tree (blend), a small mark beside each node says where it came from (a triangle: recycled from
+the target's own earlier guesses; a square: copied from earlier answers; a diamond: copied from the prompt and
+answer), in the legend too.
 """
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from ...drafters.recycle import RECYCLED
+from ...drafters.suffix import CORPUS, LOCAL
 from ...records import ACCEPTED, BONUS, DRAFTED, REJECTED, RESAMPLED, Round, TreeRecord
 from ...theory import sibling_ranks
 from ...trees import children, depths, rooted, visibility
@@ -17,6 +22,20 @@ from .tokens import COLOURS, DESCRIPTIONS
 
 SYMBOLS = {ACCEPTED: "circle", REJECTED: "x", DRAFTED: "circle-open", RESAMPLED: "diamond", BONUS: "star",
            "root": "square"}
+
+
+# Each source's mark beside a node: shape and colour both say it (a source not named here gets the next free shape).
+SOURCE_MARKS = {RECYCLED: ("triangle-up", "#7b3294"), CORPUS: ("square", "#008080"), LOCAL: ("diamond", "#b35806")}
+SPARE_MARKS = [("pentagon", "#333333"), ("hexagram", "#666666"), ("cross", "#999999")]
+SOURCE_WORDS = {RECYCLED: "recycled: the target's own earlier guess after this token",
+                CORPUS: "copied: what followed the same words in earlier answers",
+                LOCAL: "copied: what followed the same words in the prompt and answer"}
+
+
+def source_marks(sources: list[str]) -> dict[str, tuple[str, str]]:
+    """The mark (shape, colour) of every source in a tree, known ones first."""
+    spare = iter(SPARE_MARKS)
+    return {name: SOURCE_MARKS.get(name) or next(spare, ("circle-dot", "#000000")) for name in dict.fromkeys(sources)}
 
 
 def _label(text: str) -> str:
@@ -75,6 +94,7 @@ def tree_figure(r: Round) -> go.Figure:
         hover = [f"{DESCRIPTIONS.get(status, status) if status != DRAFTED else 'drafted, never reached by the target'}"
                  f"<br>node {i} · depth {level[i]} · rank {ranks[i] + 1} among its siblings"
                  f"<br>q (draft) = {tree.q[i]:.3f} · p (target) = " + ("not computed" if tree.p[i] is None else f"{tree.p[i]:.3f}")
+                 + (f"<br>source: {SOURCE_WORDS.get(tree.source[i], tree.source[i])}" if tree.source else "")
                  for i in nodes]
         fig.add_trace(go.Scatter(
             x=[level[i] for i in nodes], y=[y[i] for i in nodes], mode="markers+text",
@@ -83,6 +103,12 @@ def tree_figure(r: Round) -> go.Figure:
                         line=dict(width=2, color=COLOURS[status])),
             name={ACCEPTED: "kept (accepted branch)", REJECTED: "refused by the target",
                   DRAFTED: "drafted, never reached"}[status]))
+    for name, (symbol, colour) in source_marks(tree.source).items():  # where each node came from, beside it
+        nodes = [i for i in range(tree.size) if tree.source[i] == name]
+        fig.add_trace(go.Scatter(
+            x=[level[i] + 0.16 for i in nodes], y=[y[i] + 0.3 for i in nodes], mode="markers",
+            marker=dict(symbol=symbol, size=9, color=colour), name=f"source: {name}",
+            hovertext=[f"node {i}: {SOURCE_WORDS.get(name, name)}" for i in nodes], hoverinfo="text"))
     next_x = (level[last] if last >= 0 else 0) + 1  # the next token follows the kept branch
     fig.add_trace(go.Scatter(x=[next_x - 1, next_x], y=[y[last] if last >= 0 else root_y, next_y], mode="lines",
                              hoverinfo="skip", showlegend=False, line=dict(color=COLOURS[r.next_kind], width=3, dash="dot")))
@@ -94,7 +120,8 @@ def tree_figure(r: Round) -> go.Figure:
         hoverinfo="text"))
     fig.update_layout(
         height=max(300, 44 * (max(y + [next_y]) + 3)), margin=dict(l=10, r=10, t=50, b=10),
-        title=f"Round {r.index + 1}: a tree of {tree.size} nodes, {len(kept)} kept, verified in one target forward",
+        title=f"Round {r.index + 1}: a tree of {tree.size} nodes, {len(kept)} kept, verified in one target forward"
+              + (f" (kept: {r.source})" if tree.source and r.source else ""),
         xaxis=dict(title="depth (tokens after the last committed one)", dtick=1, range=[-0.4, max(level) + 1.6]),
         yaxis=dict(visible=False, range=[max(y + [next_y]) + 0.6, -0.8]),  # top to bottom, room for the labels above
         legend=dict(orientation="h", y=-0.3))
