@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 from ..config import Decoding
@@ -373,24 +372,6 @@ def step_draft_choice() -> bool:
     return revealed
 
 
-def _tree_costs_figure(costs) -> go.Figure:
-    """Expected speedup of the best tree and of the chain by N: this machine's measured v(N), and a flat v(N) = 1
-    drawn dashed and named as theory (no GPU was measured)."""
-    fig = go.Figure()
-    for values, name, dash in ((costs.here_tree, "best tree, this machine's v(N) (measured)", "solid"),
-                               (costs.here_chain, "chain γ = N, this machine's v(N) (measured)", "solid"),
-                               (costs.flat_tree, "best tree, v(N) = 1: theoretical GPU, not measured", "dash"),
-                               (costs.flat_chain, "chain γ = N, v(N) = 1: theoretical GPU, not measured", "dash")):
-        fig.add_trace(go.Scatter(x=costs.nodes, y=values, name=name, mode="lines+markers",
-                                 line=dict(dash=dash), marker_symbol="diamond" if "tree" in name else "circle",
-                                 hovertemplate=name + ", N = %{x}: %{y:.2f}×<extra></extra>"))
-    fig.add_hline(y=1.0, line_dash="dot")
-    fig.update_layout(title="What a tree buys: expected speedup by nodes verified (N), from this run's acceptance",
-                      xaxis_title="drafted tokens verified per round (N)", yaxis_title="expected speedup", height=380,
-                      margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.25))
-    return fig
-
-
 def step_trees() -> bool:
     runs, source = group(recordings.TREES)
     tree = runs["trees:tree"]
@@ -409,7 +390,7 @@ def step_trees() -> bool:
         _table(runs, lambda n: n.split(":", 1)[1])
         costs = claims.tree_costs_of(claim_data())
         if costs is not None:
-            st.plotly_chart(_tree_costs_figure(costs), key="lesson-tree-costs")
+            st.plotly_chart(lesson_charts.tree_costs_figure(costs), key="lesson-tree-costs")
             st.caption(f"Solid: v(N) measured on {costs.machine} at a context of {costs.context} tokens "
                        "(assets/trees/verify_cost.json, `python -m specviz verify-cost`). Dashed: a flat v(N) = 1, the "
                        "theoretical memory-bound forward of a GPU for small N; no GPU was measured for this lesson.")
