@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from ..records import Comparison
 
 NOISE = 0.05  # speedups closer than 5% are within a shared CPU's timing noise
+ALMOST_FREE = 0.1  # a draft below this c costs less than a tenth of a target step per token
 
 
 @dataclass(frozen=True)

@@ -45,10 +45,6 @@ def claim(data: Data) -> Claim:
     text = ("Measured: " + "; ".join(parts_) + ". Ranked: " +
             ", ".join(f"{label(n)} {times(c.speedup)}" for n, c in ranked) + ".")
     problems = []
-    if "not on all" in STEP.teaches and not (same or slower):
-        problems.append("the text says not every prompt is faster; every one was")
-    if "some prompts" in STEP.teaches and not faster_:
-        problems.append("the text says some prompts are faster; none was")
     if len(faster_) + len(same) + len(slower) != len(runs):
         problems.append("a prompt is counted twice or not at all")
     if not all(c.identical for c in runs.values()):

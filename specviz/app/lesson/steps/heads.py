@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ....lesson import recordings
-from ....lesson.claim import Claim, cost_text, direction, label, times
+from ....lesson.claim import ALMOST_FREE, Claim, cost_text, direction, label, times
 from ....lesson.question import Question
 from ....lesson.step import Data, Step
 from ....records import Comparison
@@ -55,7 +55,7 @@ def claim(data: Data) -> Claim:
     problems = []
     if not all(c.identical for c in runs.values()):
         problems.append("a head run's output differs from the target's")
-    if head.cost_ratio >= 0.1:
+    if head.cost_ratio >= ALMOST_FREE:
         problems.append(f"the head is not almost free: {cost_text(head.cost_ratio)}")
     if model is not None and head.cost_ratio >= model.cost_ratio:
         problems.append("the head costs no less than a separate draft model")
