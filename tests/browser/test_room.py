@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 
 from browser_helpers import choose, screenshot, slider, type_number, wait_idle
 from conftest import serve
-from specviz.lesson import steps
+from specviz.app.lesson.steps import STEPS
 
 KEY = "teacher-7f3a"
 VIEW = {"width": 1280, "height": 2000}
@@ -161,7 +161,7 @@ def test_followers_see_the_presenter_s_steps_and_can_rejoin(browser, room_url):
 
 
 def lesson_header(page, n: int):
-    return page.get_by_role("heading", name=f"{n}. {steps.STEPS[n - 1].title}")
+    return page.get_by_role("heading", name=f"{n}. {STEPS[n - 1].title}")
 
 
 def press_to_step(page, key: str, n: int, tries: int = 3) -> None:
