@@ -12,6 +12,7 @@ session: which runs it was served from another session's measurement (`shared_la
 from __future__ import annotations
 
 import contextlib
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -45,9 +46,16 @@ class RunService:
         return self.worker.learned if learns_across_runs(draft) else None
 
 
+SERVER_NICE = int(os.environ.get("SPECVIZ_SERVER_NICE", "10"))  # the web server's niceness once its worker runs
+
+
 def new_service() -> RunService:
-    """The server's service: a worker that loads the default target as it starts (tests swap this for tiny models)."""
-    return RunService(Worker(preload=(DEFAULT_TARGET,)))
+    """The server's service: a worker that loads the default target as it starts and, in a real server (not under
+    AppTest), lowers the server's priority so that page work does not slow a timed run (`worker.yield_to_the_worker`;
+    SPECVIZ_SERVER_NICE=0 turns that off). Tests swap this for tiny models."""
+    from streamlit import runtime
+
+    return RunService(Worker(preload=(DEFAULT_TARGET,), server_nice=SERVER_NICE if runtime.exists() else 0))
 
 
 @st.cache_resource(show_spinner=False)
