@@ -20,7 +20,6 @@ import time
 from datetime import date
 from pathlib import Path
 
-import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -85,7 +85,8 @@ class Drawn(Reason):
         if not self.scores:
             return "no source had a candidate"
         if self.n == 0:
-            return f"best guess {self.scores[0]:.0%} likely kept ({self.sources[0]}), not worth v(1) = {self.v:.2f} steps"
+            best = f"best guess {self.scores[0]:.0%} likely kept ({self.sources[0]})"
+            return f"{best}, not worth v(1) = {self.v:.2f} steps"
         counts: dict[str, int] = {}
         for source in self.sources[: self.n]:
             counts[source] = counts.get(source, 0) + 1

@@ -12,7 +12,7 @@ with the server's threads) and not `multiprocessing`'s spawn either: spawn re-ru
 child, and inside a Streamlit script run that is the page. Both ends hold one socket pair as a
 `multiprocessing.connection.Connection`. Messages, as pickled tuples:
 
-    server -> worker   ("setup", sys_path, loader, preload, aliases) first, then
+    server -> worker   ("setup", sys_path, loader, preload, aliases, server_nice) first, then
                        ("job", id, name, kwargs) · ("cancel", id) · ("stop",)
     worker -> server   ("ready", pid, machine) · ("event", id, payload) · ("done", id, result, learned)
                        · ("cancelled", id) · ("error", id, kind, message)
@@ -64,13 +64,15 @@ class Worker:
 
     `loader` names the function that loads a model by name in the worker ("module:function", imported there);
     `preload` names models the worker loads as it starts, before it says it is ready; `aliases` maps a name the
-    pages use to the name the loader gets (a test's tiny model folder for "default").
+    pages use to the name the loader gets (a test's tiny model folder for "default"). `server_nice` > 0 has the
+    worker lower the web server's priority to that niceness once it runs (see `yield_to_the_worker`).
     """
 
     def __init__(self, loader: str = LOADER, preload: tuple[str, ...] = (), aliases: dict[str, str] | None = None,
-                 cancel_grace: float = CANCEL_GRACE_S):
+                 cancel_grace: float = CANCEL_GRACE_S, server_nice: int = 0):
         self.loader, self.preload, self.cancel_grace = loader, tuple(preload), cancel_grace
         self.aliases = dict(aliases or {})
+        self.server_nice = server_nice  # > 0: the worker lowers the priority of the process that started it to this
         self._lock = threading.Lock()  # one job in flight; the run queue keeps sessions in line before this
         self._ids = itertools.count(1)
         self._process: subprocess.Popen | None = None
@@ -111,7 +113,7 @@ class Worker:
                                          pass_fds=[theirs.fileno()], env=env, stdin=subprocess.DEVNULL)
         theirs.close()
         self._conn = Connection(mine.detach())
-        self._conn.send(("setup", list(sys.path), self.loader, self.preload, self.aliases))
+        self._conn.send(("setup", list(sys.path), self.loader, self.preload, self.aliases, self.server_nice))
         self._ready, self.started_at, self.learned = False, time.monotonic(), (self._process.pid, None)
         self.starts += 1
 
@@ -219,8 +221,10 @@ class Worker:
         self._close()
         self._process, self._ready = None, False
         _log.error("the measurement worker ended (exit code %s)", code)
-        return WorkerDied(f"the measurement worker stopped during this run (exit code {code}), so nothing was measured; "
-                          "it starts again with the next run: press Run again")
+        return WorkerDied(
+            f"the measurement worker stopped during this run (exit code {code}), so nothing was measured; "
+            "it starts again with the next run: press Run again"
+        )
 
 
 def _error(kind: str, message: str) -> Exception:
@@ -234,8 +238,10 @@ def _error(kind: str, message: str) -> Exception:
 # --- the worker's side ----------------------------------------------------------------------------------
 def serve(conn: Connection) -> None:
     """The worker process: load what is asked, then run jobs one at a time until told to stop."""
-    _, sys_path, loader, preload, aliases = conn.recv()
+    _, sys_path, loader, preload, aliases, server_nice = conn.recv()
     sys.path[:] = sys_path  # the server's: a loader of its own (a test's tiny models) imports as it does there
+    if server_nice > 0:
+        yield_to_the_worker(os.getppid(), server_nice)
     from . import jobs  # heavy imports (torch, transformers) happen here, in the worker only
 
     module, _, name = loader.partition(":")
@@ -287,8 +293,27 @@ def serve(conn: Connection) -> None:
         pass
 
 
-def _run_one(conn: Connection, message: tuple, jobs, load, state, cancel: threading.Event, current: list,
-             given_up: set[int]) -> None:
+def yield_to_the_worker(server: int, nice: int) -> None:
+    """Lower the web server's priority to `nice` (never raise it), from the worker, which keeps its own.
+
+    On a machine of two cores the server's work for other visitors (page scripts, reruns, a replay's ticks) took a
+    core's worth from a timed run as it came and went, and pairs of timings measured minutes apart from each other.
+    A server at niceness 10 gets about a tenth of the CPU while the worker times a run, and all of it otherwise:
+    pages redraw more slowly during a measurement, and the measurement does not carry the pages' load. A process
+    may always lower the priority of its own user's processes, so this needs no privilege; the worker lowers its
+    parent rather than the server itself, because a child starts at its parent's niceness and could not go back.
+    """
+    try:
+        now = os.getpriority(os.PRIO_PROCESS, server)
+        if now < nice:
+            os.setpriority(os.PRIO_PROCESS, server, nice)
+    except OSError as exc:  # not permitted here: measurements still pair, only without the priority
+        _log.warning("the measurement worker could not lower the web server's priority: %s", exc)
+
+
+def _run_one(
+    conn: Connection, message: tuple, jobs, load, state, cancel: threading.Event, current: list, given_up: set[int]
+) -> None:
     """Run one job and answer: its result, that it was cancelled, or its error in one line."""
     _, job_id, job, kwargs = message
     cancel.clear()
@@ -311,6 +336,7 @@ def _run_one(conn: Connection, message: tuple, jobs, load, state, cancel: thread
     finally:
         current[0] = None
     conn.send(answer)
+
 
 if __name__ == "__main__":
     serve(Connection(int(sys.argv[1])))

@@ -1,11 +1,19 @@
 """AppTest of the Lesson page: every step from the recordings with no model, predictions, links; Rounds auto-replay."""
 
+from importlib import import_module
+from pathlib import Path
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from specviz.app import autoplay, controls, service
+from specviz.app.lesson import steps as lesson_steps
+from specviz.app.lesson.steps import KEYS, ORDER, STEPS, accept_reject, draft_verify
 from specviz.config import Decoding
-from specviz.lesson import recordings, steps
+from specviz.lesson import recordings
+from specviz.lesson.claim import Claim
+from specviz.lesson.question import Question
+from specviz.lesson.step import Data, Step
 
 
 def lesson_page(step: int | None = None) -> AppTest:
@@ -21,17 +29,17 @@ def progress_text(at) -> str:
 
 def test_every_step_renders_from_the_recordings_without_a_model(no_model):
     at = lesson_page()
-    for n, step in enumerate(steps.STEPS, start=1):
+    for n, step in enumerate(STEPS, start=1):
         assert not at.exception, f"step {n}: {at.exception}"
         assert not at.error, f"step {n}: {[e.value for e in at.error]}"
         assert at.header[0].value == f"{n}. {step.title}"
-        assert progress_text(at).startswith(f"Step {n} of {len(steps.STEPS)}")
+        assert progress_text(at).startswith(f"Step {n} of {len(STEPS)}")
         assert at.query_params["step"] == str(n)
-        if n < len(steps.STEPS):
+        if n < len(STEPS):
             at.button(key="lesson-next").click().run()
     assert at.button(key="lesson-next").disabled
     at.button(key="lesson-back").click().run()
-    assert at.header[0].value.startswith(f"{len(steps.STEPS) - 1}.")
+    assert at.header[0].value.startswith(f"{len(STEPS) - 1}.")
 
 
 def verdicts(at) -> list[str]:
@@ -52,7 +60,7 @@ def test_a_prediction_hides_the_verdict_until_submitted_then_scores_it(no_model)
     assert not verified_round_shown(at)
 
     run = recordings.load().runs["main"].spec  # the recording the page shows
-    right = str(steps.keep_round(run).n_accepted)
+    right = str(draft_verify.keep_round(run).n_accepted)
     radio.set_value(right).run()
     assert verdicts(at) == []  # picking is not submitting
     at.button(key="lesson-submit-2").click().run()
@@ -61,7 +69,7 @@ def test_a_prediction_hides_the_verdict_until_submitted_then_scores_it(no_model)
     assert "Score: 1 / 1" in progress_text(at)
 
     at.button(key="lesson-next").click().run()  # step 3: which draft fails first? Answer wrongly.
-    question = steps.fail_question(run, "rec")
+    question = accept_reject.question(Data(recordings.load().group))
     wrong = next(o for i, o in enumerate(question.options) if i != question.answer)
     assert verdicts(at) == []
     at.radio[0].set_value(wrong).run()
@@ -70,12 +78,12 @@ def test_a_prediction_hides_the_verdict_until_submitted_then_scores_it(no_model)
     assert "Score: 1 / 2" in progress_text(at)
 
 
-SAME = next(i for i, s in enumerate(steps.STEPS, start=1) if s.key == "same")  # the distribution lab's step
+SAME = next(i for i, s in enumerate(STEPS, start=1) if s.key == "same")  # the distribution lab's step
 
 
 def test_a_link_opens_its_step_and_bad_links_fall_back(no_model):
     at = lesson_page(step=SAME)
-    assert at.header[0].value == f"{SAME}. {steps.STEPS[SAME - 1].title}"
+    assert at.header[0].value == f"{SAME}. {STEPS[SAME - 1].title}"
     assert not at.exception and not at.error
     at = lesson_page(step="banana")
     assert at.header[0].value.startswith("1.")
@@ -134,7 +142,7 @@ def test_run_it_live_replaces_the_recording_for_this_session():
 def test_each_step_reveals_what_its_runs_show_without_contradiction(no_model):
     """After the reveal every step states its runs' claim in words computed from them, and no warning says
     that the runs contradict the step's text (the γ step says where its sweep is fastest)."""
-    for n, step in enumerate(steps.STEPS, start=1):
+    for n, step in enumerate(STEPS, start=1):
         at = lesson_page(step=n)
         if any(b.key == f"lesson-skip-{n}" for b in at.button):
             at.button(key=f"lesson-skip-{n}").click().run()
@@ -144,3 +152,24 @@ def test_each_step_reveals_what_its_runs_show_without_contradiction(no_model):
         if step.key == "gamma":
             speed = {int(k.split(":")[1]): c.speedup for k, c in recordings.load().group("gamma").items()}
             assert f"γ = {max(speed, key=speed.get)} " in shown[0] or f"γ = {max(speed, key=speed.get)}," in shown[0]
+
+
+def test_a_step_is_one_file_and_one_line_in_order(no_model):
+    """Every file in the steps folder is a step listed once in ORDER, and says everything the lesson needs of it
+    (title, what it teaches, question, claim, view); the page builds its steps from that list and nothing else."""
+    folder = Path(lesson_steps.__file__).parent
+    assert sorted(ORDER) == sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__")
+    assert len(set(ORDER)) == len(ORDER)
+    data = Data(recordings.load().group, recordings.load().lab, keys=KEYS)
+    for name, step in zip(ORDER, STEPS):
+        module = import_module(f"{lesson_steps.__name__}.{name}")
+        assert module.STEP is step and isinstance(step, Step), name
+        assert step.title.strip() and step.teaches.strip(), name
+        assert step.question(data) is None or isinstance(step.question(data), Question), name
+        assert isinstance(step.claim(data), Claim) and step.claim(data).text.strip(), name
+        assert callable(step.view), name
+    assert len(set(KEYS)) == len(KEYS) == len(ORDER)
+    at = lesson_page()
+    assert progress_text(at).startswith(f"Step 1 of {len(ORDER)} · {STEPS[0].title}")
+    listed = [b.label for b in at.button if b.key and b.key.startswith("lesson-goto-")]
+    assert listed == [f"{n}. {step.title}" for n, step in enumerate(STEPS, start=1)]

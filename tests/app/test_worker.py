@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import threading
 import time
 
@@ -13,7 +14,7 @@ import pytest
 
 from specviz.config import Decoding
 from specviz.errors import ModelLoadError
-from specviz.lab.worker import Cancelled, Worker, WorkerDied
+from specviz.lab.worker import Cancelled, Worker, WorkerDied, yield_to_the_worker
 
 SETTINGS = Decoding(gamma=3, max_new_tokens=12, chat=False)
 PROMPT = "w1 w2 w3 w4 w5"
@@ -86,3 +87,16 @@ def test_a_worker_killed_mid_run_is_reported_and_the_next_run_starts_a_new_one(w
     assert not worker.alive
     result = worker.run("compare", {**COMPARE, "pairs": 1})
     assert worker.pid != old and worker.starts == 2 and result.identical
+
+
+def test_the_worker_lowers_the_servers_priority_and_never_raises_it():
+    server = subprocess.Popen(["sleep", "30"])  # stands in for the web server that started the worker
+    try:
+        yield_to_the_worker(server.pid, 7)
+        assert os.getpriority(os.PRIO_PROCESS, server.pid) == 7
+        os.setpriority(os.PRIO_PROCESS, server.pid, 12)
+        yield_to_the_worker(server.pid, 7)  # already lower: left as it is
+        assert os.getpriority(os.PRIO_PROCESS, server.pid) == 12
+    finally:
+        server.kill()
+        server.wait()

@@ -5,11 +5,13 @@ session-wide server of the other browser tests has loaded the target by the time
 """
 
 import pytest
+from conftest import streamlit_server
 from playwright.sync_api import expect
 
+from specviz.app.lesson.steps import STEPS, draft_verify
+from specviz.lesson import recordings
+
 from browser_helpers import screenshot, wait_idle
-from conftest import streamlit_server
-from specviz.lesson import recordings, steps
 
 
 @pytest.fixture(scope="module")
@@ -19,22 +21,22 @@ def lesson_url():
 
 
 def header(page, n: int):
-    return page.get_by_role("heading", name=f"{n}. {steps.STEPS[n - 1].title}")
+    return page.get_by_role("heading", name=f"{n}. {STEPS[n - 1].title}")
 
 
 def check_step(page, n: int) -> None:
     expect(header(page, n)).to_be_visible()
     wait_idle(page)
     assert page.locator('[data-testid="stException"]').count() == 0, f"step {n}"
-    expect(page.get_by_text("Models loaded in this app: none")).to_be_visible()
-    expect(page.locator('[data-testid="stProgress"]')).to_contain_text(f"Step {n} of {len(steps.STEPS)}")
+    expect(page.get_by_text("Measurement worker: not started")).to_be_visible()
+    expect(page.locator('[data-testid="stProgress"]')).to_contain_text(f"Step {n} of {len(STEPS)}")
 
 
 def test_walk_the_lesson_with_the_keyboard(page, lesson_url, browser):
     page.goto(lesson_url, timeout=180_000)  # a busy shared CPU can hold the first load a while
     wait_idle(page)
     run = recordings.load().runs["main"].spec
-    for n in range(1, len(steps.STEPS) + 1):
+    for n in range(1, len(STEPS) + 1):
         check_step(page, n)
         assert f"step={n}" in page.url  # the address bar holds the step's link
 
@@ -45,7 +47,7 @@ def test_walk_the_lesson_with_the_keyboard(page, lesson_url, browser):
             expect(page.get_by_text("Not quite: ")).to_have_count(0)
             verified = page.get_by_text("after the target's one forward pass")
             expect(verified).to_have_count(0)
-            right = str(steps.keep_round(run).n_accepted)
+            right = str(draft_verify.keep_round(run).n_accepted)
             box.get_by_role("radiogroup").get_by_text(right, exact=True).click()
             wait_idle(page)
             expect(page.get_by_text("Right: ")).to_have_count(0)
@@ -55,12 +57,12 @@ def test_walk_the_lesson_with_the_keyboard(page, lesson_url, browser):
             expect(verified).to_be_visible()
             wait_idle(page)
             screenshot(page, "lesson_draft_verify")
-        if steps.STEPS[n - 1].key == "gamma":
+        if STEPS[n - 1].key == "gamma":
             page.get_by_role("button", name="Skip: just show me").click()
             expect(page.locator('[data-testid="stPlotlyChart"] .main-svg').first).to_be_attached()
             wait_idle(page)
             screenshot(page, "lesson_gamma")
-        if steps.STEPS[n - 1].key == "same":  # the distribution lab
+        if STEPS[n - 1].key == "same":  # the distribution lab
             page.get_by_role("button", name="Skip: just show me").click()
             expect(page.locator('[data-testid="stPlotlyChart"] .main-svg').first).to_be_attached()
             wait_idle(page)

@@ -1,17 +1,18 @@
-"""The lesson's recorded steps on token trees, feature heads and the draft choice (with the suffix drafter), in Chromium.
+"""The lesson's recorded steps on token trees, feature heads and the draft choice (with the suffix drafter) in Chromium.
 
 Each step opens from its link on a server of its own with no model loaded, reveals its charts and states
 what its runs show without a contradiction warning; the trees step labels the flat GPU curve as theory.
 """
 
 import pytest
+from conftest import streamlit_server
 from playwright.sync_api import expect
 
-from browser_helpers import screenshot, wait_idle
-from conftest import streamlit_server
-from specviz.lesson import steps
+from specviz.app.lesson.steps import STEPS
 
-STEP = {s.key: i for i, s in enumerate(steps.STEPS, start=1)}
+from browser_helpers import screenshot, wait_idle
+
+STEP = {s.key: i for i, s in enumerate(STEPS, start=1)}
 
 
 @pytest.fixture(scope="module")
@@ -24,13 +25,13 @@ def reveal(page, url: str, key: str) -> None:
     n = STEP[key]
     page.goto(f"{url}?step={n}", timeout=180_000)
     wait_idle(page)
-    expect(page.get_by_role("heading", name=f"{n}. {steps.STEPS[n - 1].title}")).to_be_visible()
+    expect(page.get_by_role("heading", name=f"{n}. {STEPS[n - 1].title}")).to_be_visible()
     page.get_by_role("button", name="Skip: just show me").click()
     expect(page.get_by_text("What these runs show:")).to_be_visible()
     wait_idle(page)
     assert page.locator('[data-testid="stException"]').count() == 0, key
     assert page.locator('[data-testid="stAlertContentWarning"]').count() == 0, key  # no contradiction
-    expect(page.get_by_text("Models loaded in this app: none")).to_be_visible()
+    expect(page.get_by_text("Measurement worker: not started")).to_be_visible()
 
 
 def test_trees_heads_and_draft_choice_steps(page, lesson_url):

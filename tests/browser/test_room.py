@@ -9,11 +9,12 @@ import time
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from conftest import serve
 from playwright.sync_api import expect
 
+from specviz.app.lesson.steps import STEPS
+
 from browser_helpers import choose, screenshot, slider, type_number, wait_idle
-from conftest import serve
-from specviz.lesson import steps
 
 KEY = "teacher-7f3a"
 VIEW = {"width": 1280, "height": 2000}
@@ -161,7 +162,7 @@ def test_followers_see_the_presenter_s_steps_and_can_rejoin(browser, room_url):
 
 
 def lesson_header(page, n: int):
-    return page.get_by_role("heading", name=f"{n}. {steps.STEPS[n - 1].title}")
+    return page.get_by_role("heading", name=f"{n}. {STEPS[n - 1].title}")
 
 
 def press_to_step(page, key: str, n: int, tries: int = 3) -> None:

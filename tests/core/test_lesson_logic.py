@@ -6,12 +6,28 @@ import sys
 
 import pytest
 
+from specviz.app.lesson.steps import (
+    STEPS,
+    accept_reject,
+    bonus,
+    cost,
+    draft_verify,
+    gamma,
+    heads,
+    sampling,
+    trees,
+    worksheet,
+)
+from specviz.comparison import Comparison
 from specviz.lab import same_distribution
 from specviz.lab.same_distribution import ALONE, EXACT, RELAXED
-from specviz.lesson import recordings, steps
-from specviz.comparison import Comparison
+from specviz.lesson import recordings
+from specviz.lesson.claim import direction
+from specviz.lesson.question import Question, Score
+from specviz.lesson.step import Data, step_index
 
 REC = recordings.load()
+DATA = Data(REC.group, REC.lab)  # the recording, as the page shows it before any live run
 
 
 def test_every_recipe_is_recorded_and_says_how_it_was_made():
@@ -31,11 +47,12 @@ def test_every_recipe_is_recorded_and_says_how_it_was_made():
 def test_the_recorded_runs_are_what_each_step_needs():
     main = REC.runs["main"]
     assert main.identical and main.spec.drafted > 0
-    assert steps.keep_round(main.spec).n_accepted < len(steps.keep_round(main.spec).drafted)
-    assert steps.fail_round(main.spec).rejected_position is not None
-    bonus = steps.bonus_round(main.spec)
-    assert bonus.n_accepted == len(bonus.drafted) and bonus.next_kind == "bonus"
-    assert steps.sampling_pick(REC.runs["sampled"].spec) is not None
+    kept = draft_verify.keep_round(main.spec)
+    assert kept.n_accepted < len(kept.drafted)
+    assert accept_reject.fail_round(main.spec).rejected_position is not None
+    full = bonus.bonus_round(main.spec)
+    assert full.n_accepted == len(full.drafted) and full.next_kind == "bonus"
+    assert sampling.sampling_pick(REC.runs["sampled"].spec) is not None
     for group in (recordings.DRAFTS, recordings.GAMMA, recordings.RELAXED, recordings.FASTER):
         assert len(REC.group(group)) >= 2, group
     assert all(c.identical for c in REC.group(recordings.GAMMA).values())  # exact greedy: the target's own text
@@ -43,39 +60,39 @@ def test_the_recorded_runs_are_what_each_step_needs():
 
 def test_questions_answer_with_what_the_record_says():
     run = REC.runs["main"].spec
-    q = steps.keep_question(run, "rec")
-    r = steps.keep_round(run)
+    q = draft_verify.question(DATA)
+    r = draft_verify.keep_round(run)
     assert q.options[q.answer] == str(r.n_accepted)
-    q = steps.fail_question(run, "rec")
-    assert q.answer == steps.fail_round(run).rejected_position
-    q = steps.worksheet_question(run, "rec")
+    q = accept_reject.question(DATA)
+    assert q.answer == accept_reject.fail_round(run).rejected_position
+    q = worksheet.question(DATA)
     assert float(q.options[q.answer]) == pytest.approx(run.accepted / run.drafted, abs=0.005)
-    q = steps.bonus_question(run, "rec")
-    assert int(q.options[q.answer]) == len(steps.bonus_round(run).drafted) + 1
+    q = bonus.question(DATA)
+    assert int(q.options[q.answer]) == len(bonus.bonus_round(run).drafted) + 1
     sampled = REC.runs["sampled"].spec
-    q = steps.sampling_question(sampled, "rec")
-    r, i = steps.sampling_pick(sampled)
+    q = sampling.question(DATA)
+    r, i = sampling.sampling_pick(sampled)
     assert float(q.options[q.answer]) == pytest.approx(min(1, r.p[i] / r.q[i]), abs=0.005)
     assert len(set(q.options)) == len(q.options)
     drafts = REC.group(recordings.DRAFTS)
-    q = steps.cost_question(drafts, "rec")
-    assert q.answer == steps.direction(drafts["drafts:target"].speedup)
-    q = steps.gamma_question(REC.group(recordings.GAMMA), "rec")
+    q = cost.question(DATA)
+    assert q.answer == direction(drafts["drafts:target"].speedup)
+    q = gamma.question(DATA)
     assert q.options[q.answer] == "γ = " + max(REC.group(recordings.GAMMA).items(), key=lambda kv: kv[1].speedup)[0][6:]
 
 
 def test_score_counts_each_question_once():
-    score = steps.Score({})
-    q = steps.Question("x", "?", ("a", "b"), 1, "")
+    score = Score({})
+    q = Question("x", "?", ("a", "b"), 1, "")
     assert score.text() == "Score: no predictions yet"
     assert score.submit(q, 1) and score.submit(q, 0)  # a second answer does not change the first
-    assert not score.submit(steps.Question("y", "?", ("a", "b"), 1, ""), 0)
+    assert not score.submit(Question("y", "?", ("a", "b"), 1, ""), 0)
     assert (score.right, score.asked, score.text()) == (1, 2, "Score: 1 / 2")
 
 
-@pytest.mark.parametrize("value, expected", [("5", 5), (" 3 ", 3), ("0", 1), ("99", len(steps.STEPS)), ("x", 1), (None, 1)])
+@pytest.mark.parametrize("value, expected", [("5", 5), (" 3 ", 3), ("0", 1), ("99", len(STEPS)), ("x", 1), (None, 1)])
 def test_step_links_are_clamped(value, expected):
-    assert steps.step_index(value) == expected
+    assert step_index(value, len(STEPS)) == expected
 
 
 def test_tv_and_its_noise_band():
@@ -105,18 +122,18 @@ def test_record_script_refuses_bad_arguments_with_one_line():
     done = subprocess.run([sys.executable, "scripts/record_lesson.py", "--lab-samples", "5"], capture_output=True,
                           text=True, cwd=recordings.LESSON_DIR.parents[1], timeout=120)
     assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == ["record_lesson: --lab-samples must be at least 20 and --repeats at least 1"]
+    assert done.stderr.strip().splitlines() == [
+        "record_lesson: --lab-samples must be at least 20 and --repeats at least 1"]
 
 
 def test_tree_and_head_questions_answer_with_what_the_record_says():
     tree = REC.runs["trees:tree"].spec
-    r = steps.tree_round(tree)
+    r = trees.tree_round(tree)
     assert r.tree is not None and len(set(r.tree.parents)) < len(r.tree.parents)  # a round that branched
-    q = steps.tree_question(tree, "rec")
+    q = trees.question(DATA)
     assert q.options[q.answer] == str(r.n_accepted)
     assert tree.settings["tree"]["budget"] == REC.runs["trees:chain"].spec.settings["gamma"]  # as many verified
-    heads = REC.group(recordings.HEADS)
-    head = heads[f"heads:{recordings.HEAD}"]
-    q = steps.head_question(heads, "rec")
-    assert q.answer == steps.direction(head.speedup) and head.spec.draft == recordings.HEAD
+    head = REC.group(recordings.HEADS)[f"heads:{recordings.HEAD}"]
+    q = heads.question(DATA)
+    assert q.answer == direction(head.speedup) and head.spec.draft == recordings.HEAD
     assert "drafts:suffix" in REC.runs  # the draft-choice step includes the suffix drafter

@@ -11,21 +11,29 @@ import numpy as np
 import pytest
 import torch
 
-from tiny import PROMPTS, VOCAB, goodness_of_fit
 from specviz.comparison import dumps, loads
 from specviz.config import Decoding, Sampling, TreeShape
 from specviz.decode import encode_prompt, generate
 from specviz.drafters.base import Verified
 from specviz.drafters.blend import BlendDrafter
 from specviz.drafters.recycle import RECYCLED, RecycleDrafter, learn_from
-from specviz.drafters.recycle_table import (RecycleStore, RecycleTable, TableError, read_table, save_table,
-                                            store_from, warm_rows)
+from specviz.drafters.recycle_table import (
+    RecycleStore,
+    RecycleTable,
+    TableError,
+    read_table,
+    save_table,
+    store_from,
+    warm_rows,
+)
 from specviz.drafters.scored import best_size
 from specviz.drafters.suffix import CORPUS, SuffixDrafter, tokenizer_fingerprint
 from specviz.drafters.suffix_index import SuffixCorpus
 from specviz.lab.replay import replay
 from specviz.records import ACCEPTED
 from specviz.verify import LazyLogits, distribution
+
+from tiny import PROMPTS, VOCAB, goodness_of_fit
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 GREEDY = Sampling()

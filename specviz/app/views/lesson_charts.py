@@ -6,9 +6,10 @@ from collections import Counter
 
 import plotly.graph_objects as go
 
-from ...lab.same_distribution import ALONE, EXACT, RELAXED, LabRecord
-from ...records import ACCEPTED, BONUS, REJECTED, RESAMPLED, Run
 from ...comparison import Comparison
+from ...lab.same_distribution import ALONE, EXACT, RELAXED, LabRecord
+from ...lesson.tree_costs import TreeCosts
+from ...records import ACCEPTED, BONUS, REJECTED, RESAMPLED, Run
 from .charts import P_COLOUR, Q_COLOUR, _layout
 from .tokens import COLOURS
 
@@ -46,7 +47,8 @@ def gamma_figure(runs: dict[str, Comparison]) -> go.Figure:
     fig.add_scatter(x=gammas, y=[c.speedup for c in comps], mode="lines+markers", name="measured",
                     marker=dict(color=COLOURS[ACCEPTED], size=10))
     fig.add_scatter(x=gammas, y=[c.theoretical_speedup_measured_verify for c in comps], mode="lines+markers",
-                    name="theory (this run's α, c, v)", line=dict(dash="dash", color=Q_COLOUR), marker=dict(symbol="diamond"))
+                    name="theory (this run's α, c, v)", line=dict(dash="dash", color=Q_COLOUR),
+                    marker=dict(symbol="diamond"))
     fig.add_hline(y=1.0, line_dash="dot")
     return _layout(fig, "Speedup against draft length γ", "γ (draft length)", "speedup (×)")
 
@@ -55,7 +57,8 @@ def drafts_figure(runs: dict[str, Comparison]) -> go.Figure:
     labels = [n.split(":", 1)[1] for n in runs]
     comps = list(runs.values())
     texts = [f"{c.speedup:.2f}× · α {c.spec.acceptance_rate:.2f} · c {c.cost_ratio:.2f}" for c in comps]
-    return _speedup_bars(labels, comps, "Each drafter against the target alone (same prompt, γ, length)", "drafter", texts)
+    return _speedup_bars(labels, comps, "Each drafter against the target alone (same prompt, γ, length)", "drafter",
+                         texts)
 
 
 def relaxed_figure(runs: dict[str, Comparison]) -> go.Figure:
@@ -90,5 +93,23 @@ def lab_figure(record: LabRecord, top: int = 10) -> go.Figure:
         fig.add_bar(x=labels, y=y, name=f"{name} ({n} runs)", marker_color=SET_COLOURS.get(name, Q_COLOUR),
                     marker_pattern_shape=SET_PATTERNS.get(name, ""))
     fig.update_layout(barmode="group")
-    return _layout(fig, f"First token of {len(record.first_tokens[ALONE])} seeded runs per set", "first generated token",
-                   "share of runs", height=380)
+    return _layout(fig, f"First token of {len(record.first_tokens[ALONE])} seeded runs per set",
+                   "first generated token", "share of runs", height=380)
+
+
+def tree_costs_figure(costs: TreeCosts) -> go.Figure:
+    """Expected speedup of the best tree and of the chain by N: this machine's measured v(N), and a flat v(N) = 1
+    drawn dashed and named as theory (no GPU was measured)."""
+    fig = go.Figure()
+    for values, name, dash in ((costs.here_tree, "best tree, this machine's v(N) (measured)", "solid"),
+                               (costs.here_chain, "chain γ = N, this machine's v(N) (measured)", "solid"),
+                               (costs.flat_tree, "best tree, v(N) = 1: theoretical GPU, not measured", "dash"),
+                               (costs.flat_chain, "chain γ = N, v(N) = 1: theoretical GPU, not measured", "dash")):
+        fig.add_trace(go.Scatter(x=costs.nodes, y=values, name=name, mode="lines+markers",
+                                 line=dict(dash=dash), marker_symbol="diamond" if "tree" in name else "circle",
+                                 hovertemplate=name + ", N = %{x}: %{y:.2f}×<extra></extra>"))
+    fig.add_hline(y=1.0, line_dash="dot")
+    fig.update_layout(title="What a tree buys: expected speedup by nodes verified (N), from this run's acceptance",
+                      xaxis_title="drafted tokens verified per round (N)", yaxis_title="expected speedup", height=380,
+                      margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.25))
+    return fig
