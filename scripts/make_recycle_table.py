@@ -5,7 +5,8 @@ A run fills that table from its own verification forwards; this file is where it
 suffix corpus (assets/suffix/answers.safetensors: the target's answers to TRAIN prompts and to prompts it wrote
 itself, never an EVAL prompt) is read once by the target, placed as the assistant's answer after an empty
 user turn in the chat template, and its top-16 next tokens at every answer token are kept
-(artifacts/recycle/corpus-top16-*.safetensors, in shards, so a stopped pass resumes). Each token's row is then
+(artifacts/recycle/corpus-top16-*.safetensors, in interleaved shards, so a stopped pass resumes, and `--minutes`
+ends it with a sample of the corpus). Each token's row is then
 the target's next-token probabilities averaged over its occurrences, the 8 likeliest kept
 (`recycle_table.warm_rows`), saved beside the corpus (int32 ids, fp16 probabilities).
 
@@ -56,32 +57,41 @@ def top_after(model, vocab: int, sequences: list[list[int]], starts: list[int], 
     return out
 
 
-def pass_over(target, documents: list[list[int]], work: Path, batch: int) -> tuple[list, list]:
-    """Top-WIDTH ids and p after every token of every document, [len, WIDTH] each, computed shard by shard."""
+def pass_over(target, documents: list[list[int]], work: Path, batch: int, minutes: float) -> tuple[list, list, list]:
+    """Top-WIDTH ids and p after every token of the documents, [len, WIDTH] each, computed shard by shard.
+
+    Shard s holds every answer whose index is s modulo the shard count, so the shards done when `minutes` run out
+    (a stopped pass resumes from its shards) are a sample of the whole corpus. Returns the documents done and
+    their rows."""
     from safetensors.torch import load_file, save_file
 
     prefix = answer_prefix(target.tokenizer)
     work.mkdir(parents=True, exist_ok=True)
-    ids, probs = [], []
-    for first in range(0, len(documents), SHARD):
-        path = work / f"corpus-top{WIDTH}-{first:05d}.safetensors"
-        chunk = documents[first: first + SHARD]
+    shards = -(-len(documents) // SHARD)
+    deadline = time.perf_counter() + minutes * 60
+    done, ids, probs = [], [], []
+    for s in range(shards):
+        path = work / f"corpus-top{WIDTH}-shard{s:02d}of{shards:02d}.safetensors"
+        chunk = documents[s::shards]
         if not path.exists():
+            if time.perf_counter() > deadline:
+                continue
             began = time.perf_counter()
             rows = {}
             order = sorted(range(len(chunk)), key=lambda d: len(chunk[d]))  # similar lengths share a batch
             for b in range(0, len(order), batch):
-                part = order[b: b + batch]
+                part = order[b : b + batch]
                 sequences = [prefix + chunk[d] for d in part]
                 tops = top_after(target.model, target.vocab_size, sequences, [len(prefix)] * len(part))
                 for d, (i, p) in zip(part, tops):
                     rows[f"ids{d}"], rows[f"probs{d}"] = i, p
             save_file(rows, str(path))
-            print(f"  answers {first}–{first + len(chunk) - 1}: {time.perf_counter() - began:.0f} s", flush=True)
+            print(f"  shard {s + 1} of {shards}: {time.perf_counter() - began:.0f} s", flush=True)
         rows = load_file(str(path))
+        done += chunk
         ids += [rows[f"ids{d}"].numpy() for d in range(len(chunk))]
         probs += [rows[f"probs{d}"].float().numpy() for d in range(len(chunk))]
-    return ids, probs
+    return done, ids, probs
 
 
 def main() -> None:
@@ -90,6 +100,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--work", default=str(WORK))
     parser.add_argument("--out", default=str(SHIPPED_TABLE))
+    parser.add_argument("--minutes", type=float, default=1e9, help="start no new shard after this long")
     args = parser.parse_args()
     torch.set_grad_enabled(False)
     target = load_model(args.target)
@@ -97,12 +108,14 @@ def main() -> None:
     if corpus.get("tokenizer") != tokenizer_fingerprint(target.tokenizer):
         sys.exit("the shipped corpus was made with another tokenizer: make it again for this target first")
     began = time.perf_counter()
-    ids, probs = pass_over(target, documents, Path(args.work), args.batch)
+    corpus_size = (len(documents), sum(map(len, documents)))
+    documents, ids, probs = pass_over(target, documents, Path(args.work), args.batch, args.minutes)
     tokens, rows, p = warm_rows(documents, ids, probs, TOP_K)
     header = {"made": date.today().isoformat(),
               "command": " ".join(["python scripts/make_recycle_table.py", *sys.argv[1:]]),
               "target": args.target, "tokenizer": tokenizer_fingerprint(target.tokenizer),
-              "corpus": f"{SHIPPED_CORPUS.name} ({len(documents)} answers, {sum(map(len, documents)):,} tokens)",
+              "corpus": f"{SHIPPED_CORPUS.name} ({corpus_size[0]} answers, {corpus_size[1]:,} tokens)",
+              "read": f"{len(documents)} answers, {sum(map(len, documents)):,} tokens (every k-th answer, k shards)",
               "read_as": "each answer after an empty user turn in the chat template, teacher-forced",
               "row": f"the {TOP_K} likeliest next tokens, their probabilities averaged over the token's occurrences",
               "k": TOP_K, "dtype": str(target.dtype).replace("torch.", ""), "machine": machine(target.device),

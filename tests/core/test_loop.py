@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from specviz.comparison import Comparison, dumps, loads
 from specviz.config import Decoding, Sampling, TreeShape, Verification
 from specviz.decode import generate
-from specviz.drafters import NgramDrafter, Reason, build_drafter, layer_skip_view
+from specviz.drafters import DRAFTERS as KINDS
+from specviz.drafters import NgramDrafter, Reason, build_drafter, layer_skip_view, parse_spec
 from specviz.errors import ConfigError, IncompatiblePairError, ModelLoadError, SpecVizError
 from specviz.records import BONUS, RESAMPLED, TARGET, Round, Run
 from specviz.verify import distribution
@@ -29,7 +30,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 # (prompt, max new tokens): the counts divide evenly into no round length (gamma + 1 for γ in 1, 2, 4, 8),
 # and the last prompt is one token long, so the loop starts with nothing prefilled.
 CASES = [("w1 w2 w3 w4 w5", 13), ("w40 w41 w7", 11), ("w90", 7)]
-DRAFTERS = ["ngram", "suffix", "auto", "layerskip:1", "target", "tiny-draft", "tiny-padded"]
+DRAFTERS = ["ngram", "suffix", "recycle", "blend", "auto", "layerskip:1", "target", "tiny-draft", "tiny-padded"]
+HEADS = {"head", "ngram+head"}  # kinds that need a head trained for the target: tests/training/test_heads.py
 GAMMAS = [1, 2, 4, 8]
 TIMING = {"draft_seconds", "verify_seconds"}
 
@@ -79,6 +81,11 @@ def check_rounds(run: Run, max_new: int) -> None:
 
 
 # --- lossless greedy output ------------------------------------------------------------------
+def test_every_registered_kind_is_in_the_lossless_matrix():
+    """A new drafter kind is one file and one registry entry: this makes sure its greedy output is checked too."""
+    assert set(KINDS) - HEADS <= {parse_spec(spec).kind for spec in DRAFTERS}
+
+
 @pytest.mark.parametrize("gamma", GAMMAS)
 @pytest.mark.parametrize("spec", DRAFTERS)
 def test_greedy_speculative_output_is_the_targets_own(target, make_drafter, baseline, spec, gamma):
