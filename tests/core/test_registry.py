@@ -48,7 +48,9 @@ def test_a_registered_kind_is_listed_by_models(toy_kind, capsys):
     assert main(["models", "--json"]) == 0
     rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
     assert rows["repeat"]["title"] == "drafts the last token again (a toy)" and rows["repeat"]["role"] == "draft"
-    assert {"ngram", "suffix", "auto", "layerskip", "target", "head", "ngram+head"} <= set(rows), "every kind is listed"
+    assert {"ngram", "suffix", "recycle", "blend", "auto", "layerskip", "target", "head", "ngram+head"} <= set(
+        rows
+    ), "every kind is listed"
 
 
 def test_a_registered_kind_is_offered_by_the_pickers(toy_kind):
