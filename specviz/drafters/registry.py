@@ -102,24 +102,19 @@ def _store(target: LoadedModel):
     return shared_store(tokenizer_fingerprint(target.tokenizer), target.vocab_size)
 
 
-AUTO_HEAD = "smol-head-v2"  # the head `auto` weighs against suffix drafting unless auto:NAME names another
-
-
 def _auto_drafter(spec: Spec, target: LoadedModel, load) -> Drafter:
-    """Suffix drafting, a head over this target's features (when there is one for it) or none, chosen each round."""
+    """`auto`: the blended tree (suffix matches and recycled guesses, sized by the measured v(n)); `auto:HEAD`: each
+    round suffix drafting, that head over this target's features or none, whichever promises most."""
+    if not spec.arg:
+        blend = _blend_drafter(Spec("blend", ""), target, load)
+        blend.name = "auto"
+        return blend
     suffix = _suffix_drafter(Spec("suffix", ""), target, load)
-    name = spec.arg or AUTO_HEAD
-    folder = head_folder(name)
-    if folder is None and spec.arg:
+    folder = head_folder(spec.arg)
+    if folder is None:
         raise ConfigError(f"no draft head named {spec.arg!r} for auto; `python -m specviz models` lists the heads here")
-    head = None
-    if folder is not None:
-        try:
-            head = _head_drafter(Spec("head", name, folder), target, load)
-        except ConfigError:
-            if spec.arg:  # asked for by name: say why it cannot read this target
-                raise
-    return AutoDrafter(f"auto:{spec.arg}" if spec.arg else "auto", suffix, head)
+    head = _head_drafter(Spec("head", spec.arg, folder), target, load)
+    return AutoDrafter(f"auto:{spec.arg}", suffix, head)
 
 
 def _layerskip_drafter(spec: Spec, target: LoadedModel, load) -> Drafter:
@@ -218,7 +213,8 @@ DRAFTERS: dict[str, Kind] = {
     ),
     "auto": Kind(
         _auto_drafter,
-        "each round the suffix drafter, a head or no draft, whichever promises the most tokens per target step",
+        "the blended tree (blend); auto:HEAD: each round the suffix drafter, that head or no draft, whichever "
+        "promises the most tokens per target step",
         "auto or auto:HEAD",
         lambda: ["auto"],
         learns=True,

@@ -168,8 +168,12 @@ def test_sampled_output_follows_the_target_whatever_drafts(target, load, tiny_he
     assert torch.allclose(counts[top] / n, p[top], atol=4 * (0.25 / n) ** 0.5)  # within 4 standard errors
 
 
-def test_auto_is_in_the_registry_and_says_what_is_wrong(target, load):
+def test_auto_is_in_the_registry_and_says_what_is_wrong(target, load, tiny_head_dir):
+    from specviz.drafters.blend import BlendDrafter
+
     drafter = build_drafter("auto", target, load=load)
-    assert isinstance(drafter, AutoDrafter) and drafter.head is None  # no head reads the tiny target: suffix or none
+    assert isinstance(drafter, BlendDrafter) and drafter.name == "auto"  # auto is the blended tree
+    chooser = build_drafter(f"auto:{tiny_head_dir}", target, load=load)
+    assert isinstance(chooser, AutoDrafter) and chooser.head is not None  # auto:HEAD weighs suffix, that head, none
     with pytest.raises(ConfigError, match="no draft head named 'nope'"):
         build_drafter("auto:nope", target, load=load)
