@@ -27,7 +27,7 @@ LINK = [
 ]
 links.restore(LINK)
 named = [o for o in options if o not in ("suffix", "auto", "ngram", "target") and not o.startswith("layerskip")]
-default = ["suffix", "auto", "ngram", *named[:1]][:4]  # the suffix and n-gram lookups (no model), auto's choice, a head
+default = ["suffix", "auto", "ngram", *named[:1]][:4]  # the suffix and n-gram lookups, auto (the blended tree), a head
 with st.sidebar:
     st.header("Comparison settings")
     target = controls.target_picker("cmp-target")
