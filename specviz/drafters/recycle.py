@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..config import MAX_TREE_BUDGET
 from .base import Drafter, Proposal, Reason, Verified
 from .costs import Costs
 from .recycle_table import TOP_K, RecycleStore, RecycleTable
@@ -122,7 +123,7 @@ class RecycleDrafter(Drafter):
 
     def shape(self, k: int) -> tuple[int, int]:
         """(budget, branching) of this round: a tree's, or a chain's (k nodes, one child each)."""
-        return (min(self.tree.budget, 64), self.tree.branching) if self.tree.on else (k, 1)
+        return (min(self.tree.budget, MAX_TREE_BUDGET), self.tree.branching) if self.tree.on else (k, 1)
 
     def draft(self, context, k, sampling, generator) -> Proposal:
         budget, width = self.shape(k)
