@@ -9,10 +9,10 @@ target computed anyway (`base.Verified`), and carried from run to run through th
 corpus is). No model runs to draft; q is one-hot (the candidates are fixed before verification), so the
 usual rule stays exact.
 
-A candidate's chance of being kept is its stored probability, calibrated (`recycled_chance`, fitted on the
-TRAIN prompts' answers by benchmarks/fit_recycle_chance.py); the tree is grown best first by the product of
-the chances along each path and cut where expected tokens per target step peak under the v(n) timed during
-the run (`scored`).
+A candidate's chance of being kept is its stored probability (`recycled_chance`; a calibration σ(a + b·ln p +
+c·rank) can be fitted on live runs of TRAIN prompts by benchmarks/fit_recycle_chance.py, none is set yet); the
+tree is grown best first by the product of the chances along each path and cut where expected tokens per target
+step peak under the v(n) timed during the run (`scored`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ RECYCLED = "recycled"  # the source of a node drafted from the table
 MIN_SCORE = 0.02  # nodes less likely than this to be reached and kept are not considered
 PRIOR_SLOPE = 0.04  # v(n) = 1 + 0.04 n until the run has timed two draft sizes (as the suffix drafter's)
 # P(kept | parent kept) = σ(a + b·ln p + c·rank) for a candidate stored with probability p at a rank in its row
-# (benchmarks/fit_recycle_chance.py on the TRAIN prompts' greedy answers; benchmarks/results/recycle-fit.md).
+# (benchmarks/fit_recycle_chance.py on live runs of TRAIN prompts); None: the stored p itself, uncalibrated.
 CHANCE: tuple[float, float, float] | None = None
 
 
