@@ -47,22 +47,45 @@ BAND = (0.90, 1.10)
 
 # --- the cases: what the pages run by default, as command lines ------------------------------------------------
 def cases() -> dict[str, list[str]]:
-    """`specviz run` arguments of Home's live run and of Rounds' default run (the pages' defaults, read from the code)."""
+    """`specviz run` arguments of Home's live run and of Rounds' default run (the pages' defaults, read from the
+    code)."""
     from specviz.app.controls import DEMO_RUN
+    from specviz.comparison import loads
     from specviz.config import Decoding
     from specviz.prompts import load_prompt_set
-    from specviz.comparison import loads
 
     demo = loads(DEMO_RUN.read_text(encoding="utf-8"))
     home = Decoding.from_dict(demo.spec.settings)
-    home_args = ["--draft", demo.spec.draft, "--prompt", demo.spec.prompt, "--gamma", str(home.gamma),
-                 "--max-new-tokens", "64"]
+    home_args = [
+        "--draft",
+        demo.spec.draft,
+        "--prompt",
+        demo.spec.prompt,
+        "--gamma",
+        str(home.gamma),
+        "--max-new-tokens",
+        "64",
+    ]
     if home.tree.on:
-        home_args += ["--tree-budget", str(home.tree.budget), "--tree-branching", str(home.tree.branching),
-                      "--tree-mode", home.tree.mode]
+        home_args += [
+            "--tree-budget",
+            str(home.tree.budget),
+            "--tree-branching",
+            str(home.tree.branching),
+            "--tree-mode",
+            home.tree.mode,
+        ]
     rounds = Decoding()
-    rounds_args = ["--draft", "ngram", "--prompt", load_prompt_set("chat", "eval")[0]["prompt"],
-                   "--gamma", str(rounds.gamma), "--max-new-tokens", str(rounds.max_new_tokens)]
+    rounds_args = [
+        "--draft",
+        "ngram",
+        "--prompt",
+        load_prompt_set("chat", "eval")[0]["prompt"],
+        "--gamma",
+        str(rounds.gamma),
+        "--max-new-tokens",
+        str(rounds.max_new_tokens),
+    ]
     return {"home": home_args, "rounds": rounds_args}
 
 
@@ -70,8 +93,13 @@ def cli_reference(args: list[str], runs: int) -> dict:
     """The command line's speedups for one case: each run's median of 3 pairs, and their median."""
     speedups = []
     for _ in range(runs):
-        out = subprocess.run([sys.executable, "-m", "specviz", "run", "--json", *args], cwd=ROOT, capture_output=True,
-                             text=True, check=True).stdout
+        out = subprocess.run(
+            [sys.executable, "-m", "specviz", "run", "--json", *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         speedups.append(json.loads(out.strip().splitlines()[-1])["summary"]["speedup"])
     return {"speedups": speedups, "median": statistics.median(speedups)}
 
@@ -85,9 +113,28 @@ def app_server(log: Path):
     log.parent.mkdir(parents=True, exist_ok=True)
     out = open(log, "w")
     server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.address", "127.0.0.1",
-         "--server.port", str(port), "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-        cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.headless",
+            "true",
+            "--server.address",
+            "127.0.0.1",
+            "--server.port",
+            str(port),
+            "--browser.gatherUsageStats",
+            "false",
+            "--server.fileWatcherType",
+            "none",
+        ],
+        cwd=ROOT,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(120):
@@ -161,7 +208,8 @@ def _measure_cases(browser, url: str) -> dict:
     return out
 
 
-# --- the busy sessions (a separate process, in the idle scheduling class) -----------------------------------------------
+# --- the busy sessions (a separate process, in the idle scheduling class)
+# -----------------------------------------------
 def busy(url: str, sessions: int) -> None:
     """Keep `sessions` tabs busy until killed: the race replayed, Rounds played round by round, the lesson stepped."""
     from playwright.sync_api import sync_playwright
@@ -208,8 +256,13 @@ def main() -> None:
         return
     from specviz.lab.measure import machine
 
-    figures = {"machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-               "browsers": "SCHED_IDLE (chrt --idle 0)", "cli": {}, "app": {}}
+    figures = {
+        "machine": machine(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "browsers": "SCHED_IDLE (chrt --idle 0)",
+        "cli": {},
+        "app": {},
+    }
     commands = cases()
     for case, cli_args in commands.items():
         figures["cli"][case] = cli_reference(cli_args, args.cli_runs)
@@ -222,8 +275,9 @@ def main() -> None:
                 load = subprocess.Popen([*nice, "--busy-worker", url, str(n)], cwd=ROOT, start_new_session=True)
                 time.sleep(20)  # the sessions open their pages and get going
             try:
-                shown = subprocess.run([*nice, "--measure-worker", url], cwd=ROOT, capture_output=True, text=True,
-                                       check=True).stdout
+                shown = subprocess.run(
+                    [*nice, "--measure-worker", url], cwd=ROOT, capture_output=True, text=True, check=True
+                ).stdout
                 figures["app"][str(n)] = json.loads(shown.strip().splitlines()[-1])
             finally:
                 if load is not None:  # the sessions and every browser process they started
@@ -244,8 +298,10 @@ def main() -> None:
             spread = f"{app['speedup']:.2f}× ({app['low']:.2f}–{app['high']:.2f})"
             cli_text = f"{cli['median']:.2f}× ({min(cli['speedups']):.2f}–{max(cli['speedups']):.2f})"
             print(f"{n:>4}  {case:<6} {spread:<24} {cli_text:<22} {ratio:>9.2f}  {'yes' if covers else 'no'}")
-    print(f"\nwithin {BAND[0]:.2f}–{BAND[1]:.2f} with the spread covering the command line's median: "
-          f"{'every case' if ok else 'NOT every case'}; figures in {FIGURES.relative_to(ROOT)}")
+    print(
+        f"\nwithin {BAND[0]:.2f}–{BAND[1]:.2f} with the spread covering the command line's median: "
+        f"{'every case' if ok else 'NOT every case'}; figures in {FIGURES.relative_to(ROOT)}"
+    )
 
 
 if __name__ == "__main__":

@@ -35,11 +35,14 @@ def alpha_at(rows: list[dict], position: int) -> str:
 
 def line(name: str, rows: list[dict]) -> str:
     speedups = [r["speedup"] for r in rows]
-    return (f"| {name} | {len(rows)} | {alpha_at(rows, 0)} · {alpha_at(rows, 1)} · {alpha_at(rows, 2)} | "
-            f"{statistics.mean(r['mean_accepted_tokens'] for r in rows):.2f} | "
-            f"{statistics.mean(r['cost_ratio'] for r in rows):.3f} | {statistics.mean(r['verify_cost'] for r in rows):.2f} | "
-            f"**{statistics.mean(speedups):.2f}×** (lowest {min(speedups):.2f}×) | "
-            f"{sum(bool(r['identical']) for r in rows)}/{len(rows)} |")
+    return (
+        f"| {name} | {len(rows)} | {alpha_at(rows, 0)} · {alpha_at(rows, 1)} · {alpha_at(rows, 2)} | "
+        f"{statistics.mean(r['mean_accepted_tokens'] for r in rows):.2f} | "
+        f"{statistics.mean(r['cost_ratio'] for r in rows):.3f} | "
+        f"{statistics.mean(r['verify_cost'] for r in rows):.2f} | "
+        f"**{statistics.mean(speedups):.2f}×** (lowest {min(speedups):.2f}×) | "
+        f"{sum(bool(r['identical']) for r in rows)}/{len(rows)} |"
+    )
 
 
 def tables(rows: list[dict]) -> str:
@@ -49,10 +52,13 @@ def tables(rows: list[dict]) -> str:
     out = []
     for draft, mine in by_draft.items():
         gammas = sorted({r["gamma"] for r in mine})
-        out += [f"**{draft}** (γ {', '.join(map(str, gammas))}, {mine[0].get('max_new_tokens', '?')} new tokens, "
-                f"{mine[0].get('machine', '')})", "",
-                "| workload | prompts | α at 1 · 2 · 3 | tokens / round | c | v | speedup | identical |",
-                "| --- | ---: | --- | ---: | ---: | ---: | --- | ---: |"]
+        out += [
+            f"**{draft}** (γ {', '.join(map(str, gammas))}, {mine[0].get('max_new_tokens', '?')} new tokens, "
+            f"{mine[0].get('machine', '')})",
+            "",
+            "| workload | prompts | α at 1 · 2 · 3 | tokens / round | c | v | speedup | identical |",
+            "| --- | ---: | --- | ---: | ---: | ---: | --- | ---: |",
+        ]
         by_category: dict[str, list[dict]] = defaultdict(list)
         for r in mine:
             by_category[r.get("category", "?")].append(r)

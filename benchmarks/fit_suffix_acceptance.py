@@ -5,7 +5,8 @@ answer so far; the corpus of the other folds' answers, as in benchmarks/replay_d
 walked up to DEPTH tokens deep with the BRANCHING most frequent continuations at each step. Every
 candidate whose parent is the answer's own token is a sample: its features (source, the pattern's
 length, the continuation's share of what followed, how often the pattern was seen, the other
-source's share for the same token) and whether it is the answer's next token. A logistic regression per source (Newton's method, a little L2) gives
+source's share for the same token) and whether it is the answer's next token. A logistic regression per source
+(Newton's method, a little L2) gives
 the weights; the report compares the raw share with the fitted chance, bin by bin, on the samples.
 EVAL prompts are never read. Run after `scripts/make_suffix_corpus.py`:
 
@@ -79,22 +80,32 @@ def main() -> None:
                 context = local.tokens
                 samples([local.longest_match(context), corpus.longest_match(context)], answer[i:], never, rows)
                 local.extend([answer[i]])
-    lines = [f"Suffix acceptance fit: {len(train)} TRAIN greedy answers, {args.max_new_tokens} positions each, "
-             f"{FOLDS} folds, walks {DEPTH} deep with {BRANCHING} continuations per step", ""]
+    lines = [
+        f"Suffix acceptance fit: {len(train)} TRAIN greedy answers, {args.max_new_tokens} positions each, "
+        f"{FOLDS} folds, walks {DEPTH} deep with {BRANCHING} continuations per step",
+        "",
+    ]
     for source, (x, y) in rows.items():
         x, y = np.array(x), np.array(y)
         w = fit(x, y)
         p = 1 / (1 + np.exp(-x @ w))
         loss = -np.mean(y * np.log(p) + (1 - y) * np.log(1 - p))
-        lines += [f"**{source}**: {len(y):,} samples, kept {y.mean():.3f}, log loss {loss:.3f}; weights "
-                  f"(1, ln depth, share, ln seen, share·ln depth, other's share, other has no match) = "
-                  f"({', '.join(f'{v:.3f}' for v in w)})", "",
-                  "| chance | samples | raw share (mean) | fitted (mean) | kept |", "| --- | ---: | ---: | ---: | ---: |"]
+        lines += [
+            f"**{source}**: {len(y):,} samples, kept {y.mean():.3f}, log loss {loss:.3f}; weights "
+            f"(1, ln depth, share, ln seen, share·ln depth, other's share, other has no match) = "
+            f"({', '.join(f'{v:.3f}' for v in w)})",
+            "",
+            "| chance | samples | raw share (mean) | fitted (mean) | kept |",
+            "| --- | ---: | ---: | ---: | ---: |",
+        ]
         edges = [0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 1.0001]
         for lo, hi in zip(edges[:-1], edges[1:]):
             m = (p >= lo) & (p < hi)
             if m.sum():
-                lines.append(f"| {lo:.2f}–{min(hi, 1):.2f} | {m.sum():,} | {x[m, 2].mean():.3f} | {p[m].mean():.3f} | {y[m].mean():.3f} |")
+                lines.append(
+                    f"| {lo:.2f}–{min(hi, 1):.2f} | {m.sum():,} | {x[m, 2].mean():.3f} | {p[m].mean():.3f} | "
+                    f"{y[m].mean():.3f} |"
+                )
         lines.append("")
     text = "\n".join(lines)
     print(text)

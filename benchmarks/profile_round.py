@@ -39,8 +39,16 @@ def phases(target, spec, prompt, settings, load) -> None:
     verify = sum(r.verify_seconds for r in run.rounds)
     rest = run.seconds - run.prefill_seconds - draft - verify
     print(f"{spec}: {len(run.output_ids)} tokens in {len(run.rounds)} rounds, {run.seconds:.2f} s")
-    for name, seconds in (("prefill", run.prefill_seconds), ("draft", draft), ("verify", verify), ("rest of loop", rest)):
-        print(f"  {name:<14} {seconds:6.3f} s  {seconds / run.seconds:6.1%}  {seconds / len(run.rounds) * 1e3:7.2f} ms/round")
+    for name, seconds in (
+        ("prefill", run.prefill_seconds),
+        ("draft", draft),
+        ("verify", verify),
+        ("rest of loop", rest),
+    ):
+        print(
+            f"  {name:<14} {seconds:6.3f} s  {seconds / run.seconds:6.1%}  {seconds / len(run.rounds) * 1e3:7.2f} "
+            f"ms/round"
+        )
 
 
 def forward_profile(target, n_tokens: int, context: int = 96, repeats: int = 10) -> None:
@@ -62,12 +70,18 @@ def forward_profile(target, n_tokens: int, context: int = 96, repeats: int = 10)
         call()
         seconds.append(time.perf_counter() - t0)
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
-        for call in calls[repeats // 2:]:
+        for call in calls[repeats // 2 :]:
             call()
-    print(f"\n=== {n_tokens}-token forward after {context} cached positions: median {statistics.median(seconds) * 1e3:.1f} ms "
-          f"(unprofiled); top operators, profiled ===")
-    print(prof.key_averages(group_by_input_shape=True).table(sort_by="self_cpu_time_total", row_limit=10, max_name_column_width=48,
-                                                             max_shapes_column_width=60))
+    print(
+        f"\n=== {n_tokens}-token forward after {context} cached positions: "
+        f"median {statistics.median(seconds) * 1e3:.1f} ms "
+        f"(unprofiled); top operators, profiled ==="
+    )
+    print(
+        prof.key_averages(group_by_input_shape=True).table(
+            sort_by="self_cpu_time_total", row_limit=10, max_name_column_width=48, max_shapes_column_width=60
+        )
+    )
 
 
 def main() -> None:

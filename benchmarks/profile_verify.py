@@ -41,7 +41,8 @@ def load(path: str, name: str):
 
 
 def timings(target, cache_class, ids, context: int, max_n: int, repeats: int):
-    """Median seconds of a forward over 1 + n tokens after `context - 1` cached ones (n = 0 .. max_n), and the forward."""
+    """Median seconds of a forward over 1 + n tokens after `context - 1` cached ones (n = 0 .. max_n), and the
+    forward."""
     cache = cache_class(config=target.model.config)
     target_forward(target, ids[:, : context - 1], cache, head=False)
 
@@ -82,8 +83,12 @@ def main() -> None:
         for context in contexts:
             for path, target in targets.items():
                 t, forwards[path, context] = timings(target, PATHS[path], ids, context, args.max_n, args.repeats)
-                print(f"| {path} | {context} | {t[0] * 1e3:.1f} | "
-                      + " | ".join(f"{t[n] / t[0]:.2f}" for n in range(1, args.max_n + 1)) + " |", flush=True)
+                print(
+                    f"| {path} | {context} | {t[0] * 1e3:.1f} | "
+                    + " | ".join(f"{t[n] / t[0]:.2f}" for n in range(1, args.max_n + 1))
+                    + " |",
+                    flush=True,
+                )
         for context in contexts:
             for path in PATHS:
                 for n in (0, 5):
@@ -91,8 +96,11 @@ def main() -> None:
                         for _ in range(5):
                             forwards[path, context](n)
                     print(f"\n## {path} path, context {context}, n = {n} (5 forwards)\n")
-                    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.rows,
-                                                    max_name_column_width=48))
+                    print(
+                        prof.key_averages().table(
+                            sort_by="self_cpu_time_total", row_limit=args.rows, max_name_column_width=48
+                        )
+                    )
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ drafts by the same v(n), as it does by the v(n) it times in a real run):
   the corpus holds every answer of the data, none of them to an EVAL prompt.
 
 Settings are chosen on TRAIN; EVAL is the check. The corpora stay fixed here (a server's corpus also
-learns from every run it completes, which `bench` includes and this leaves out). Run after `scripts/make_suffix_corpus.py`:
+learns from every run it completes, which `bench` includes and this leaves out). Run after
+`scripts/make_suffix_corpus.py`:
 
     python -m specviz verify-cost --max-nodes 16 --context 128,384 --out artifacts/verify-cost.json
     python benchmarks/replay_drafters.py --samples 3 --written 70 --gamma 6 --max-new-tokens 128 \
@@ -64,17 +65,22 @@ def train_folds(answers, own) -> tuple[list, list, dict]:
 def table(title: str, results: dict[str, dict[str, Replay]], v) -> str:
     """Per workload: tokens per target step under v(n) (tokens per round after the slash)."""
     workloads = sorted({w for by in results.values() for w in by})
-    lines = [f"**{title}** (tokens per target step under v(n) / tokens per round; α at positions 1 · 2 · 3 over all)",
-             "", "| drafter | " + " | ".join(workloads) + " | all | α 1 · 2 · 3 |",
-             "| --- | " + " | ".join("---:" for _ in workloads) + " | ---: | --- |"]
+    lines = [
+        f"**{title}** (tokens per target step under v(n) / tokens per round; α at positions 1 · 2 · 3 over all)",
+        "",
+        "| drafter | " + " | ".join(workloads) + " | all | α 1 · 2 · 3 |",
+        "| --- | " + " | ".join("---:" for _ in workloads) + " | ---: | --- |",
+    ]
     for name, by in results.items():
         total = Replay()
         for r in by.values():
             total = total.add(r)
         alphas = " · ".join(f"{total.alpha_at(i):.2f}" for i in range(3))
-        lines.append(f"| {name} | " + " | ".join(f"{by[w].tokens_per_step(v):.2f} / {by[w].tokens_per_round:.2f}"
-                                                   for w in workloads)
-                     + f" | **{total.tokens_per_step(v):.2f}** / {total.tokens_per_round:.2f} | {alphas} |")
+        lines.append(
+            f"| {name} | "
+            + " | ".join(f"{by[w].tokens_per_step(v):.2f} / {by[w].tokens_per_round:.2f}" for w in workloads)
+            + f" | **{total.tokens_per_step(v):.2f}** / {total.tokens_per_round:.2f} | {alphas} |"
+        )
     return "\n".join(lines)
 
 
@@ -94,14 +100,19 @@ def main() -> None:
     torch.set_grad_enabled(False)
     target = load_model("default")
     never = template_tokens(target.tokenizer)
-    cfg = HeadConfig(samples=args.samples, written=args.written, max_new_tokens=args.answer_tokens,
-                     answer_minutes=args.data_minutes)
+    cfg = HeadConfig(
+        samples=args.samples, written=args.written, max_new_tokens=args.answer_tokens, answer_minutes=args.data_minutes
+    )
     sequences, train, fold_of = train_folds(*own_answers(cfg, target, progress=False))
     chain = Decoding(gamma=args.gamma, max_new_tokens=args.max_new_tokens)
-    tree = Decoding(gamma=args.gamma, max_new_tokens=args.max_new_tokens, tree=TreeShape(budget=args.tree_budget, branching=3))
+    tree = Decoding(
+        gamma=args.gamma, max_new_tokens=args.max_new_tokens, tree=TreeShape(budget=args.tree_budget, branching=3)
+    )
     measured = load_verify_cost(Path(args.verify_cost))
     if measured is None:
-        sys.exit(f"no v(n) measurement at {args.verify_cost}: run `python -m specviz verify-cost --out {args.verify_cost}`")
+        sys.exit(
+            f"no v(n) measurement at {args.verify_cost}: run `python -m specviz verify-cost --out {args.verify_cost}`"
+        )
     v = cost_curve(measured, args.context)
     _, shipped = read_corpus(SHIPPED_CORPUS)
 
@@ -111,22 +122,37 @@ def main() -> None:
         corpus = corpus_of([s.answer.tolist() for s in sequences if fold_of.get(s.prompt_id, -1) != fold])
         for s in (s for s in train if fold_of[s.prompt_id] == fold):
             answer = s.answer.tolist()[: args.max_new_tokens]
-            runs = {"ngram": (NgramDrafter("ngram"), chain),
-                    "suffix, no corpus": (SuffixDrafter(corpus=None, never=never, verify_cost=v), chain),
-                    "suffix, data corpus": (SuffixDrafter(corpus=corpus, never=never, verify_cost=v), chain),
-                    f"suffix, data corpus, tree of {args.tree_budget}":
-                        (SuffixDrafter(corpus=corpus, never=never, verify_cost=v), tree)}
+            runs = {
+                "ngram": (NgramDrafter("ngram"), chain),
+                "suffix, no corpus": (SuffixDrafter(corpus=None, never=never, verify_cost=v), chain),
+                "suffix, data corpus": (SuffixDrafter(corpus=corpus, never=never, verify_cost=v), chain),
+                f"suffix, data corpus, tree of {args.tree_budget}": (
+                    SuffixDrafter(corpus=corpus, never=never, verify_cost=v),
+                    tree,
+                ),
+            }
             for name, (drafter, settings) in runs.items():
                 r = replay(drafter, s.prompt_ids, answer, settings, learn=False)
                 train_results[name][s.category] = train_results[name][s.category].add(r)
-    report = [f"v(n) from {args.verify_cost} at context {args.context} ({measured.get('machine', '?')}): "
-              + ", ".join(f"v({n}) = {v(n):.2f}" for n in (1, 2, 4, 8)),
-              table(f"TRAIN prompts ({len(train)} greedy answers, {FOLDS} folds), γ={args.gamma}, "
-                    f"{args.max_new_tokens} tokens", train_results, v)]
+    report = [
+        f"v(n) from {args.verify_cost} at context {args.context} ({measured.get('machine', '?')}): "
+        + ", ".join(f"v({n}) = {v(n):.2f}" for n in (1, 2, 4, 8)),
+        table(
+            f"TRAIN prompts ({len(train)} greedy answers, {FOLDS} folds), γ={args.gamma}, {args.max_new_tokens} tokens",
+            train_results,
+            v,
+        ),
+    ]
 
     # EVAL: the target's greedy fp32 answers, against the whole data corpus and the shipped one.
-    held = eval_answers(target, cfg.work_dir, cfg.slug(target.name), max_new_tokens=args.max_new_tokens,
-                        progress=False, say=lambda m: None)
+    held = eval_answers(
+        target,
+        cfg.work_dir,
+        cfg.slug(target.name),
+        max_new_tokens=args.max_new_tokens,
+        progress=False,
+        say=lambda m: None,
+    )
     data_corpus = corpus_of([s.answer.tolist() for s in sequences])
     shipped_corpus = corpus_of(shipped)
     eval_results: dict[str, dict[str, Replay]] = defaultdict(lambda: defaultdict(Replay))
@@ -134,16 +160,27 @@ def main() -> None:
     data_label = f"suffix, data corpus ({data_corpus.size:,} tokens)"
     for tokens, start, category in zip(held.features.tokens, held.features.answer_from, held.categories):
         prompt, answer = tokens[:start].tolist(), tokens[start:].tolist()
-        runs = {"ngram": (NgramDrafter("ngram"), chain),
-                shipped_label: (SuffixDrafter(corpus=shipped_corpus, never=never, verify_cost=v), chain),
-                data_label: (SuffixDrafter(corpus=data_corpus, never=never, verify_cost=v), chain),
-                f"{shipped_label}, tree of {args.tree_budget}":
-                    (SuffixDrafter(corpus=shipped_corpus, never=never, verify_cost=v), tree)}
+        runs = {
+            "ngram": (NgramDrafter("ngram"), chain),
+            shipped_label: (SuffixDrafter(corpus=shipped_corpus, never=never, verify_cost=v), chain),
+            data_label: (SuffixDrafter(corpus=data_corpus, never=never, verify_cost=v), chain),
+            f"{shipped_label}, tree of {args.tree_budget}": (
+                SuffixDrafter(corpus=shipped_corpus, never=never, verify_cost=v),
+                tree,
+            ),
+        }
         for name, (drafter, settings) in runs.items():
             eval_results[name][category] = eval_results[name][category].add(
-                replay(drafter, prompt, answer, settings, learn=False))
-    report.append(table(f"EVAL prompts ({len(held.features.tokens)} greedy fp32 answers), γ={args.gamma}, "
-                        f"{args.max_new_tokens} tokens", eval_results, v))
+                replay(drafter, prompt, answer, settings, learn=False)
+            )
+    report.append(
+        table(
+            f"EVAL prompts ({len(held.features.tokens)} greedy fp32 answers), γ={args.gamma}, "
+            f"{args.max_new_tokens} tokens",
+            eval_results,
+            v,
+        )
+    )
     text = "\n\n".join(report)
     print(text)
     if args.out:

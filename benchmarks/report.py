@@ -73,13 +73,26 @@ def table(rows: list[dict]) -> str:
         mean = functools.partial(_mean, mine)
         med = functools.partial(_median, mine)
         name = f"**{draft}**" if category == "all" else draft
-        cells = [name, category, len(mine), f"{mean('acceptance_rate'):.3f}", f"{mean('mean_accepted_tokens'):.2f}",
-                 f"{mean('cost_ratio'):.3f}", f"{mean('verify_cost'):.2f}", f"{mean('speedup'):.2f}×",
-                 f"{med('speedup'):.2f}×", f"{statistics.fmean(theory(r) for r in mine):.2f}×", f"{med(theory_ratio):.2f}",
-                 f"{sum(r['identical'] for r in mine)}/{len(mine)}"]
+        cells = [
+            name,
+            category,
+            len(mine),
+            f"{mean('acceptance_rate'):.3f}",
+            f"{mean('mean_accepted_tokens'):.2f}",
+            f"{mean('cost_ratio'):.3f}",
+            f"{mean('verify_cost'):.2f}",
+            f"{mean('speedup'):.2f}×",
+            f"{med('speedup'):.2f}×",
+            f"{statistics.fmean(theory(r) for r in mine):.2f}×",
+            f"{med(theory_ratio):.2f}",
+            f"{sum(r['identical'] for r in mine)}/{len(mine)}",
+        ]
         if hf:
-            cells += [f"{med('ratio_vs_hf'):.3f}", f"{med('baseline_ratio_vs_hf'):.3f}",
-                      f"{sum(r['hf_identical'] for r in mine)}/{len(mine)}"]
+            cells += [
+                f"{med('ratio_vs_hf'):.3f}",
+                f"{med('baseline_ratio_vs_hf'):.3f}",
+                f"{sum(r['hf_identical'] for r in mine)}/{len(mine)}",
+            ]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines)
 
@@ -87,9 +100,11 @@ def table(rows: list[dict]) -> str:
 def settings_line(rows: list[dict]) -> str:
     first = rows[0]
     machines = sorted({r.get("machine", "unknown machine") for r in rows})
-    return (f"greedy, γ = {first['gamma']}, {first.get('max_new_tokens', '?')} new tokens, "
-            f"{first.get('repeats', 1)} timed repeat(s) per run (median), {len({r['id'] for r in rows})} prompts; "
-            f"machine: {'; '.join(machines)}")
+    return (
+        f"greedy, γ = {first['gamma']}, {first.get('max_new_tokens', '?')} new tokens, "
+        f"{first.get('repeats', 1)} timed repeat(s) per run (median), {len({r['id'] for r in rows})} prompts; "
+        f"machine: {'; '.join(machines)}"
+    )
 
 
 def plots(rows: list[dict], folder: Path) -> list[Path]:
@@ -108,8 +123,10 @@ def plots(rows: list[dict], folder: Path) -> list[Path]:
     width = 0.8 / len(drafts)
     for i, draft in enumerate(drafts):
         xs = [j + i * width for j in range(len(categories) + 1)]
-        ys = [statistics.fmean(r["speedup"] for r in groups[(draft, c)]) if groups.get((draft, c)) else 0.0
-              for c in [*categories, "all"]]
+        ys = [
+            statistics.fmean(r["speedup"] for r in groups[(draft, c)]) if groups.get((draft, c)) else 0.0
+            for c in [*categories, "all"]
+        ]
         ax.bar(xs, ys, width, label=draft)
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(categories) + 1)], [*categories, "all"])

@@ -30,20 +30,25 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=30)
     args = ap.parse_args()
     FIGURES.unlink(missing_ok=True)
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "tests/browser/test_room_load.py"],
-                          cwd=ROOT, env={**os.environ, "SPECVIZ_LOAD_SESSIONS": str(args.sessions)})
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "tests/browser/test_room_load.py"],
+        cwd=ROOT,
+        env={**os.environ, "SPECVIZ_LOAD_SESSIONS": str(args.sessions)},
+    )
     if done.returncode != 0 or not FIGURES.is_file():
         raise SystemExit(f"the load test failed (exit {done.returncode}); see artifacts/streamlit-load.log")
     figures = json.loads(FIGURES.read_text())
     print(json.dumps(figures, indent=1))
     for case, shown in (("differing", "sessions_shown_a_place"), ("identical", "sessions_shown_shared")):
         f = figures[case]
-        print(f"{case} settings, {f['sessions']} sessions: last result after {f['seconds_to_last_result']} s "
-              f"(first {f['seconds_to_first_result']} s), peak server RSS {f['peak_rss_mb']} MB (bound "
-              f"{f['rss_bound_mb']} MB), its worker {f['peak_worker_rss_mb']} MB, both {f['peak_total_rss_mb']} MB "
-              f"({f['idle_rss_mb']} MB idle), "
-              f"{f[shown]} of {f['sessions']} "
-              f"{'shown their own place' if case == 'differing' else 'shown the shared label'}")
+        print(
+            f"{case} settings, {f['sessions']} sessions: last result after {f['seconds_to_last_result']} s "
+            f"(first {f['seconds_to_first_result']} s), peak server RSS {f['peak_rss_mb']} MB (bound "
+            f"{f['rss_bound_mb']} MB), its worker {f['peak_worker_rss_mb']} MB, both {f['peak_total_rss_mb']} MB "
+            f"({f['idle_rss_mb']} MB idle), "
+            f"{f[shown]} of {f['sessions']} "
+            f"{'shown their own place' if case == 'differing' else 'shown the shared label'}"
+        )
     last = figures["identical"]["seconds_to_last_result"]
     if last > IDENTICAL_GOAL_S:
         raise SystemExit(f"identical presses: last result after {last} s, over the goal of {IDENTICAL_GOAL_S} s")

@@ -34,15 +34,17 @@ def report(path: Path) -> list[str]:
     for draft in dict.fromkeys(r["draft"] for r in rows):
         categories = sorted({r["category"] for r in rows if r["draft"] == draft})
         for category in categories + ["**all**"]:
-            pick = (lambda tree: [r for r in rows if r["draft"] == draft and (r["tree_budget"] > 0) == tree
-                                  and (category == "**all**" or r["category"] == category)])
-            chain, tree = pick(False), pick(True)
+            mine = [r for r in rows if r["draft"] == draft and (category == "**all**" or r["category"] == category)]
+            chain = [r for r in mine if r["tree_budget"] == 0]
+            tree = [r for r in mine if r["tree_budget"] > 0]
             if not chain or not tree:
                 continue
             gain = mean(tree, "mean_accepted_tokens") / mean(chain, "mean_accepted_tokens") - 1
-            out.append(f"| {draft} | {category} | {mean(chain, 'mean_accepted_tokens'):.2f} | "
-                       f"{mean(tree, 'mean_accepted_tokens'):.2f} | {gain:+.0%} | {mean(chain, 'speedup'):.2f}× | "
-                       f"{mean(tree, 'speedup'):.2f}× | {sum(r['identical'] for r in tree + chain)}/{len(tree + chain)} |")
+            out.append(
+                f"| {draft} | {category} | {mean(chain, 'mean_accepted_tokens'):.2f} | "
+                f"{mean(tree, 'mean_accepted_tokens'):.2f} | {gain:+.0%} | {mean(chain, 'speedup'):.2f}× | "
+                f"{mean(tree, 'speedup'):.2f}× | {sum(r['identical'] for r in tree + chain)}/{len(tree + chain)} |"
+            )
     return out + [""]
 
 

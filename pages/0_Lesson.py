@@ -7,7 +7,8 @@ from specviz.app import controls, lesson, race_controls, room
 st.set_page_config(page_title="Lesson · SpecViz", page_icon="🔎", layout="wide")
 controls.page_intro(
     "Lesson — speculative decoding, step by step",
-    f"{len(lesson.STEPS)} steps on real runs of SmolLM2-135M recorded by the project: every step shows at once, with no "
+    f"{len(lesson.STEPS)} steps on real runs of SmolLM2-135M recorded by the project: every step shows at once, with "
+    f"no "
     "model loaded. At each step predict first, then see what the target did. Keys: → next, ← back.",
 )
 PAGE = room.page_id(__file__)

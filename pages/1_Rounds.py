@@ -32,7 +32,9 @@ run_clicked = left.button("Run", type="primary", key="rounds-run")
 live = right.toggle("Re-run when a control changes", value=True, key="rounds-live")
 request = repr((target, draft, prompt, settings))
 state = st.session_state
-if settings is not None and (run_clicked or (live and "rounds-request" in state and state["rounds-request"] != request)):
+if settings is not None and (
+    run_clicked or (live and "rounds-request" in state and state["rounds-request"] != request)
+):
     with controls.error_box("run"):
         state["rounds-result"] = service.measured_run(target, draft, prompt, settings, fresh=fresh)
         state["rounds-step"] = state.pop("rounds-linked-step", len(state["rounds-result"].spec.rounds))
@@ -58,10 +60,17 @@ ok, message = figures.fidelity(comparison)
 service.shared_note(comparison)
 controls.headline(comparison)
 tree = run.settings.get("tree", {})
-shape = f" · tree of {tree['budget']} nodes ({tree['mode']}, {tree['branching']} children per node)" if tree.get("budget") else ""
-st.caption(f"{run.draft} → {run.target} · γ={run.settings['gamma']}{' (adaptive)' if run.settings['adaptive'] else ''}{shape} · "
-           f"{run.settings['verification']['mode']} verification · {run.device} {run.dtype} · {run.new_tokens} tokens in "
-           f"{len(run.rounds)} rounds")
+shape = (
+    f" · tree of {tree['budget']} nodes ({tree['mode']}, {tree['branching']} children per node)"
+    if tree.get("budget")
+    else ""
+)
+st.caption(
+    f"{run.draft} → {run.target} · "
+    f"γ={run.settings['gamma']}{' (adaptive)' if run.settings['adaptive'] else ''}{shape} · "
+    f"{run.settings['verification']['mode']} verification · {run.device} {run.dtype} · {run.new_tokens} tokens in "
+    f"{len(run.rounds)} rounds"
+)
 controls.legend()
 st.subheader("The race: this run against the target alone, at the measured pace")
 race_controls.show({run.draft or "speculative": comparison}, "rounds", time_chart=False)  # drawn below
@@ -91,14 +100,22 @@ def replay():
         step = min(n, step + 1)
     step = b4.slider("Replay up to round", 1, n, step, key=f"rounds-slider-{step}")
     st.session_state["rounds-step"] = step
-    room.publish(PAGE, {"rounds-step": step, "rounds-result": st.session_state.get("rounds-result"),
-                        "rounds-race": race_controls.published("rounds")})
+    room.publish(
+        PAGE,
+        {
+            "rounds-step": step,
+            "rounds-result": st.session_state.get("rounds-result"),
+            "rounds-race": race_controls.published("rounds"),
+        },
+    )
     links.share(LINK)
     links.link_box(b5)
     st.html(tokens.output_html(run, upto_round=step - 1))
     current = run.rounds[step - 1]
-    st.markdown(f"**Round {step}**: drafted {len(current.drafted)} · kept {current.n_accepted} · "
-                f"{current.next_kind} token {current.next_text!r}")
+    st.markdown(
+        f"**Round {step}**: drafted {len(current.drafted)} · kept {current.n_accepted} · "
+        f"{current.next_kind} token {current.next_text!r}"
+    )
     d1, d2 = st.columns(2)
     d1.caption("1 · the draft proposes" + (" a tree; the branch the target walked:" if current.tree else ""))
     d1.html(tokens.pending_round_html(current))

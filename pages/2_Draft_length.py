@@ -68,31 +68,49 @@ st.caption(f"{setup['draft']} → {setup['target']} · {len(setup['prompts'])} p
            f"{s.verification.mode} verification · {points[0].comparison.spec.device}")
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("best γ (measured)", best, help="the γ with the highest measured speedup over all prompts")
-m2.metric("speedup at best γ", f"{best_row['speedup']:.2f}×",
-          help=f"the median of its timed pairs ({best_row['speedup_low']:.2f}–{best_row['speedup_high']:.2f}), each pair "
-               "the target alone's seconds ÷ the drafter's, summed over the prompts")
-m3.metric("α per tested token", f"{alpha:.2f}",
-          help=f"the theory's α over the whole sweep: the acceptance probability of a tested draft, implied by the "
-               f"tokens per round (accepted ÷ drafted is lower: drafts after a rejection are never tested); "
-               f"mean c = {c:.3f}")
-m4.metric("best γ in theory", theory.optimal_gamma(alpha, c, max_gamma=int(table["gamma"].max())),
-          help="argmax over the swept range of (1−α^(γ+1))/((1−α)(γc+1)) with the sweep's α and c, the "
-               "verification pass costed as one target step")
+m2.metric(
+    "speedup at best γ",
+    f"{best_row['speedup']:.2f}×",
+    help=f"the median of its timed pairs ({best_row['speedup_low']:.2f}–{best_row['speedup_high']:.2f}), each pair "
+    "the target alone's seconds ÷ the drafter's, summed over the prompts",
+)
+m3.metric(
+    "α per tested token",
+    f"{alpha:.2f}",
+    help=f"the theory's α over the whole sweep: the acceptance probability of a tested draft, implied by the "
+    f"tokens per round (accepted ÷ drafted is lower: drafts after a rejection are never tested); "
+    f"mean c = {c:.3f}",
+)
+m4.metric(
+    "best γ in theory",
+    theory.optimal_gamma(alpha, c, max_gamma=int(table["gamma"].max())),
+    help="argmax over the swept range of (1−α^(γ+1))/((1−α)(γc+1)) with the sweep's α and c, the "
+    "verification pass costed as one target step",
+)
 if not table["identical"].all() and s.verification.mode == "exact" and s.sampling.temperature == 0:
     st.warning("Some outputs differ from the target alone: low precision can flip near ties.")
 
 st.plotly_chart(sweep_charts.speedup_figure(table, alpha, c, best, trees), key="dl-speedup")
 if trees is not None:
-    st.caption("◆ a token tree of N = γ nodes verifies as many drafted tokens per round as the chain of γ. Trees gain "
-               "tokens per round where the draft is unsure of its first choice; whether that pays depends on v(N), "
-               "what the wider forward costs here (Theory page).")
+    st.caption(
+        "◆ a token tree of N = γ nodes verifies as many drafted tokens per round as the chain of γ. Trees gain "
+        "tokens per round where the draft is unsure of its first choice; whether that pays depends on v(N), "
+        "what the wider forward costs here (Theory page)."
+    )
 left, right = st.columns(2)
 left.plotly_chart(sweep_charts.alpha_figure(table, trees), key="dl-alpha")
 right.plotly_chart(sweep_charts.position_figure(points), key="dl-bypos")
 left.plotly_chart(sweep_charts.throughput_figure(table), key="dl-throughput")
-st.dataframe(table, hide_index=True, key="dl-table", column_config={
-    **controls.SWEEP_COLUMNS, "gamma": "γ", "best": "best γ",
-    "verify_cost": st.column_config.NumberColumn("verify cost (steps)", format="%.2f"),
-    "baseline_tokens_per_s": st.column_config.NumberColumn("target alone tokens / s", format="%.1f"),
-})
+st.dataframe(
+    table,
+    hide_index=True,
+    key="dl-table",
+    column_config={
+        **controls.SWEEP_COLUMNS,
+        "gamma": "γ",
+        "best": "best γ",
+        "verify_cost": st.column_config.NumberColumn("verify cost (steps)", format="%.2f"),
+        "baseline_tokens_per_s": st.column_config.NumberColumn("target alone tokens / s", format="%.1f"),
+    },
+)
 controls.export_buttons(sweeps.comparisons(points + tree_points), "draft-length")

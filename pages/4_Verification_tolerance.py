@@ -48,9 +48,11 @@ links.link_box(st.sidebar)
 prompts = [prompt] + others[: int(extra)]
 
 state = st.session_state
-st.caption(f"{len(values) + 1} runs of {len(prompts)} prompt(s), each timed in a pair with the target alone: exact, then "
-           + ", ".join(f"{'τ' if greedy else 'l'}={v:g}" for v in values)
-           + ". Leaving the page or changing a control stops the sweep; the points done are kept.")
+st.caption(
+    f"{len(values) + 1} runs of {len(prompts)} prompt(s), each timed in a pair with the target alone: exact, then "
+    + ", ".join(f"{'τ' if greedy else 'l'}={v:g}" for v in values)
+    + ". Leaving the page or changing a control stops the sweep; the points done are kept."
+)
 if st.button("Run sweep", type="primary", key="tol-run", disabled=settings is None):
     state.pop("tol-sweep", None)
     state["tol-sweep-cat"] = category  # the workload the sweep ran on (math answers can be checked)
@@ -62,42 +64,82 @@ if st.button("Run sweep", type="primary", key="tol-run", disabled=settings is No
         progress.progress(done / total, text=f"{done} of {total} verification rules measured…")
 
     with controls.error_box("run the sweep"):
-        state["tol-sweep"] = service.run_job("tolerance_sweep", on_event, target=target, draft=draft, prompts=prompts, settings=settings,
-                        values=values, top_k=top_k, pairs=1)
+        state["tol-sweep"] = service.run_job(
+            "tolerance_sweep",
+            on_event,
+            target=target,
+            draft=draft,
+            prompts=prompts,
+            settings=settings,
+            values=values,
+            top_k=top_k,
+            pairs=1,
+        )
     progress.empty()
 
 sweep = state.get("tol-sweep")
 if sweep is None:
-    st.info("Pick a draft and a tolerance range, then press **Run sweep**. Small settings (16–32 new tokens, 3 values) "
-            "take well under a minute on a CPU.")
+    st.info(
+        "Pick a draft and a tolerance range, then press **Run sweep**. Small settings (16–32 new tokens, 3 values) "
+        "take well under a minute on a CPU."
+    )
     st.stop()
 
 ref, loosest = sweep.reference, sweep.loosest()
 first = ref.comparisons[0].spec
-st.caption(f"{first.draft} → {first.target} · γ={sweep.settings['gamma']} · "
-           + (f"greedy, τ with top-{sweep.top_k}" if sweep.greedy else f"sampling at T={sweep.settings['sampling']['temperature']:g}")
-           + f" · {len(ref.comparisons)} prompt(s) · {sweep.settings['max_new_tokens']} new tokens · seed {sweep.settings['seed']}")
+st.caption(
+    f"{first.draft} → {first.target} · γ={sweep.settings['gamma']} · "
+    + (
+        f"greedy, τ with top-{sweep.top_k}"
+        if sweep.greedy
+        else f"sampling at T={sweep.settings['sampling']['temperature']:g}"
+    )
+    + f" · {len(ref.comparisons)} prompt(s) · {sweep.settings['max_new_tokens']} new tokens · seed "
+      f"{sweep.settings['seed']}"
+)
 if sweep.greedy and ref.identical_to_baseline:
     st.success("✔ The exact reference is identical to the target alone: every quality score is measured against it.")
 elif sweep.greedy:
-    st.warning("✘ The exact reference differs from the target alone (low precision can flip near ties); quality is "
-               "measured against the exact reference.")
+    st.warning(
+        "✘ The exact reference differs from the target alone (low precision can flip near ties); quality is "
+        "measured against the exact reference."
+    )
 else:
-    st.info("Sampling: the exact reference is distributed as the target but is its own draw; quality is measured "
-            "against it with the same seed, so any changed decision also changes the random draws after it.")
+    st.info(
+        "Sampling: the exact reference is distributed as the target but is its own draw; quality is measured "
+        "against it with the same seed, so any changed decision also changes the random draws after it."
+    )
 if not sweep.complete:
     st.warning(f"The sweep stopped after {len(sweep.points)} of {sweep.planned} tolerance values; those are shown.")
 if loosest is None:
     st.stop()
 
-for column, (label, value, help_text) in zip(st.columns(5), [
-    ("exact speedup", f"{ref.speedup:.2f}×", f"α = {ref.alpha:.2f}, {ref.mean_accepted:.2f} tokens per round"),
-    (f"speedup at {loosest.label}", f"{loosest.speedup:.2f}×", f"α = {loosest.alpha:.2f}, {loosest.mean_accepted:.2f} tokens per round"),
-    (f"agreement at {loosest.label}", f"{loosest.quality.agreement:.0%}", "tokens equal to the exact output, position by position"),
-    (f"BLEU at {loosest.label}", f"{loosest.quality.bleu:.1f}", "sacrebleu sentence BLEU against the exact output (100 = same)"),
-    (f"log-likelihood at {loosest.label}", f"{loosest.quality.log_likelihood:.2f}",
-     f"the target's mean log p per token; exact: {ref.quality.log_likelihood:.2f}"),
-]):
+for column, (label, value, help_text) in zip(
+    st.columns(5),
+    [
+        ("exact speedup", f"{ref.speedup:.2f}×", f"α = {ref.alpha:.2f}, {ref.mean_accepted:.2f} tokens per round"),
+        (
+            f"speedup at {loosest.label}",
+            f"{loosest.speedup:.2f}×",
+            f"α = {loosest.alpha:.2f}, {loosest.mean_accepted:.2f} tokens per round",
+        ),
+        (
+            f"agreement at {loosest.label}",
+            f"{loosest.quality.agreement:.0%}",
+            "tokens equal to the exact output, position by position",
+        ),
+        (
+            f"BLEU at {loosest.label}",
+            f"{loosest.quality.bleu:.1f}",
+            "sacrebleu sentence BLEU against the exact output (100 = same)",
+        ),
+        (
+            f"log-likelihood at {loosest.label}",
+            f"{loosest.quality.log_likelihood:.2f}",
+            f"the target's mean log p per token; exact: {ref.quality.log_likelihood:.2f}",
+        ),
+    ],
+):
     column.metric(label, value, help=help_text)
 
 left, right = st.columns(2)
@@ -108,8 +150,14 @@ right.plotly_chart(theory_charts.quality_vs_tolerance_figure(sweep), key="tol-qu
 @st.fragment
 def tradeoff():
     """Speed against one quality measure; switching the measure redraws this chart only."""
-    metric = st.radio("Quality measure", list(theory_charts.QUALITY_METRICS), horizontal=True, key="tol-metric",
-                      index=0 if sweep.greedy else 3, format_func=theory_charts.QUALITY_METRICS.get)
+    metric = st.radio(
+        "Quality measure",
+        list(theory_charts.QUALITY_METRICS),
+        horizontal=True,
+        key="tol-metric",
+        index=0 if sweep.greedy else 3,
+        format_func=theory_charts.QUALITY_METRICS.get,
+    )
     st.plotly_chart(theory_charts.speedup_quality_figure(sweep, metric), key="tol-tradeoff")
 
 
@@ -118,11 +166,18 @@ st.dataframe(theory_charts.sweep_table(sweep), hide_index=True)
 
 if state.get("tol-sweep-cat") in quality.CHECKABLE:
     st.subheader("Task quality: the final answer")
-    st.caption(f"Exact match of each answer's final number against {quality.ANSWER_REFERENCE}. BLEU and agreement "
-               "count changed words; this asks whether the answer still comes out the same.")
-    st.dataframe(quality.answer_rows(sweep), hide_index=True, column_config={
-        "exact match": st.column_config.NumberColumn(format="percent"),
-        "speedup (×)": st.column_config.NumberColumn(format="%.2f×")})
+    st.caption(
+        f"Exact match of each answer's final number against {quality.ANSWER_REFERENCE}. BLEU and agreement "
+        "count changed words; this asks whether the answer still comes out the same."
+    )
+    st.dataframe(
+        quality.answer_rows(sweep),
+        hide_index=True,
+        column_config={
+            "exact match": st.column_config.NumberColumn(format="percent"),
+            "speedup (×)": st.column_config.NumberColumn(format="%.2f×"),
+        },
+    )
 
 st.subheader(f"Exact vs the loosest rule ({loosest.label}), first prompt")
 controls.legend()
@@ -130,7 +185,9 @@ exact_col, loose_col = st.columns(2)
 exact_col.caption(f"exact · α = {first.acceptance_rate:.2f}")
 exact_col.html(tokens.output_html(first))
 loose_run = loosest.comparisons[0].spec
-loose_col.caption(f"{loosest.label} · α = {loose_run.acceptance_rate:.2f} · "
-                  f"{token_agreement(loose_run.output_ids, first.output_ids):.0%} token agreement with exact")
+loose_col.caption(
+    f"{loosest.label} · α = {loose_run.acceptance_rate:.2f} · "
+    f"{token_agreement(loose_run.output_ids, first.output_ids):.0%} token agreement with exact"
+)
 loose_col.html(tokens.output_html(loose_run))
 controls.export_buttons(sweep.comparisons(), "tolerance")

@@ -23,29 +23,55 @@ if room.locked():
              "and every measured run in the room would wait behind it. The drafts it makes appear in your pickers.",
              icon="🔒")
     st.stop()
-LINK = [links.Param("ds-kind", "kind", choices=lambda: ("tiny draft model", "draft head")),
-        links.Param("ds-docs", "documents", int, choices=lambda: range(0, 100_001, 10_000)),
-        links.Param("ds-layers", "layers", int, limits=(1, 4)),
-        links.Param("ds-hidden", "hidden", int, choices=lambda: (64, 96, 128, 192, 256)),
-        links.Param("ds-prompts", "prompts", int, limits=(2, 28)), links.Param("ds-samples", "samples", int, limits=(0, 3)),
-        links.Param("ds-answer", "answer", int, choices=lambda: range(16, 129, 16)),
-        links.Param("ds-steps", "steps", int, choices=lambda: range(10, 601, 10)),
-        links.Param("ds-eval", "eval", int, limits=(1, 12))]
+LINK = [
+    links.Param("ds-kind", "kind", choices=lambda: ("tiny draft model", "draft head")),
+    links.Param("ds-docs", "documents", int, choices=lambda: range(0, 100_001, 10_000)),
+    links.Param("ds-layers", "layers", int, limits=(1, 4)),
+    links.Param("ds-hidden", "hidden", int, choices=lambda: (64, 96, 128, 192, 256)),
+    links.Param("ds-prompts", "prompts", int, limits=(2, 28)),
+    links.Param("ds-samples", "samples", int, limits=(0, 3)),
+    links.Param("ds-answer", "answer", int, choices=lambda: range(16, 129, 16)),
+    links.Param("ds-steps", "steps", int, choices=lambda: range(10, 601, 10)),
+    links.Param("ds-eval", "eval", int, limits=(1, 12)),
+]
 links.restore(LINK)
 
 with st.sidebar:
     st.header("Draft to distil")
-    kind = st.radio("Kind", ["tiny draft model", "draft head"], key="ds-kind", horizontal=True,
-                    help="A draft head reads the target's own hidden state; a tiny draft sees only the tokens")
+    kind = st.radio(
+        "Kind",
+        ["tiny draft model", "draft head"],
+        key="ds-kind",
+        horizontal=True,
+        help="A draft head reads the target's own hidden state; a tiny draft sees only the tokens",
+    )
     if kind == "draft head":
-        documents = st.slider("Document tokens the target reads", 0, 100_000, 20_000, 10_000, key="ds-docs",
-                              help="Python's reference and code, read in one forward: many positions, cheaply")
+        documents = st.slider(
+            "Document tokens the target reads",
+            0,
+            100_000,
+            20_000,
+            10_000,
+            key="ds-docs",
+            help="Python's reference and code, read in one forward: many positions, cheaply",
+        )
     else:
         layers = st.slider("Decoder layers", 1, 4, 1, key="ds-layers")
-        hidden = st.select_slider("Hidden size", [64, 96, 128, 192, 256], 128, key="ds-hidden",
-                                  help="The tied vocabulary head (hidden × 49,152) dominates the draft's cost")
-    per_category = st.slider("Training prompts per workload", 2, 28, 4, key="ds-prompts",
-                             help="The target answers each once greedily plus the sampled answers below")
+        hidden = st.select_slider(
+            "Hidden size",
+            [64, 96, 128, 192, 256],
+            128,
+            key="ds-hidden",
+            help="The tied vocabulary head (hidden × 49,152) dominates the draft's cost",
+        )
+    per_category = st.slider(
+        "Training prompts per workload",
+        2,
+        28,
+        4,
+        key="ds-prompts",
+        help="The target answers each once greedily plus the sampled answers below",
+    )
     samples = st.slider("Sampled answers per prompt", 0, 3, 0, key="ds-samples")
     answer_tokens = st.slider("Answer length (tokens)", 16, 128, 48, 16, key="ds-answer")
     steps = st.slider("Training steps", 10, 600, 60, 10, key="ds-steps")
@@ -81,16 +107,24 @@ def distil(job: str, cfg, what: str) -> None:
 
 if st.button(f"Distil {name}", type="primary", key="ds-run"):
     if kind == "draft head":
-        distil("distil_head", quick.small_head_config(name, steps, samples, per_category, answer_tokens, documents),
-               "train the head")
+        distil(
+            "distil_head",
+            quick.small_head_config(name, steps, samples, per_category, answer_tokens, documents),
+            "train the head",
+        )
     else:
-        distil("distil_draft", quick.small_draft_config(name, layers, hidden, steps, samples, per_category,
-                                                        answer_tokens), "distil the draft")
+        distil(
+            "distil_draft",
+            quick.small_draft_config(name, layers, hidden, steps, samples, per_category, answer_tokens),
+            "distil the draft",
+        )
 
 result = state.get("ds-result")
 if not result:
-    st.info("Pick a size and a little data, then press **Distil**. A 1-layer, 128-wide draft on 4 prompts per workload "
-            "trains in a few minutes on a CPU; the shipped drafts saw far more data.")
+    st.info(
+        "Pick a size and a little data, then press **Distil**. A 1-layer, 128-wide draft on 4 prompts per workload "
+        "trains in a few minutes on a CPU; the shipped drafts saw far more data."
+    )
     st.stop()
 if result["losses"]:
     st.plotly_chart(training_charts.training_figure(result["losses"], result["name"]), key="ds-loss")

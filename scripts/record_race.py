@@ -46,7 +46,9 @@ def lane_settings(lane: str, settings: Decoding) -> tuple[str, Decoding]:
         raise ConfigError(f"a lane is DRAFTER or DRAFTER@treeNxB, got {lane!r}")
     if match["budget"] is None:
         return match["draft"], settings
-    return match["draft"], replace(settings, tree=TreeShape(budget=int(match["budget"]), branching=int(match["branching"])))
+    return match["draft"], replace(
+        settings, tree=TreeShape(budget=int(match["budget"]), branching=int(match["branching"]))
+    )
 
 
 def label(lane: str) -> str:
@@ -57,10 +59,17 @@ def label(lane: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lanes", nargs="+", default=["suffix", "suffix@tree8x3"],
-                        help="drafters, each alone (a chain) or DRAFTER@treeNxB (default: the best chain and tree)")
-    parser.add_argument("--prompt-id", default=load_prompt_set("retrieval", "eval")[0]["id"],
-                        help="an evaluation prompt of assets/prompts (default: the first retrieval one)")
+    parser.add_argument(
+        "--lanes",
+        nargs="+",
+        default=["suffix", "suffix@tree8x3"],
+        help="drafters, each alone (a chain) or DRAFTER@treeNxB (default: the best chain and tree)",
+    )
+    parser.add_argument(
+        "--prompt-id",
+        default=load_prompt_set("retrieval", "eval")[0]["id"],
+        help="an evaluation prompt of assets/prompts (default: the first retrieval one)",
+    )
     parser.add_argument("--gamma", type=int, default=6)
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--pairs", type=int, default=3, help="timed pairs per lane (the median pair is kept)")
@@ -83,8 +92,10 @@ def main(argv: list[str] | None = None) -> int:
         makers = {name: functools.partial(build_drafter, draft, target, load) for name, (draft, _) in lanes.items()}
         for make in makers.values():
             make()  # refuse a bad draft before timing anything
-        runs = {name: measure.compare(target, makers[name], prompt, settings, pairs=args.pairs)
-                for name, (_, settings) in lanes.items()}
+        runs = {
+            name: measure.compare(target, makers[name], prompt, settings, pairs=args.pairs)
+            for name, (_, settings) in lanes.items()
+        }
     except SpecVizError as exc:
         print(f"record_race: error: {exc}", file=sys.stderr)
         return 2
@@ -94,18 +105,20 @@ def main(argv: list[str] | None = None) -> int:
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "prompt_id": args.prompt_id,
         "how": f"specviz.lab.measure.compare for each lane: after a warm-up, the lane and the target alone timed in "
-               f"turn, {args.pairs} pairs, the median pair kept; the race's target-alone lane is the first lane's. Each "
-               "token's arrival time is Run.arrival_seconds. Saved with specviz.race.save_recording.",
+        f"turn, {args.pairs} pairs, the median pair kept; the race's target-alone lane is the first lane's. Each "
+        "token's arrival time is Run.arrival_seconds. Saved with specviz.race.save_recording.",
     }
     race.save_recording(args.out, race.Recording(runs, info))
     args.demo_out.parent.mkdir(parents=True, exist_ok=True)
     args.demo_out.write_text(json.dumps({**runs[demo].to_dict(), "info": {**info, "lane": demo}}), encoding="utf-8")
     for name, c in runs.items():
         mine, alone = race.latency(c.spec), race.latency(c.baseline)
-        print(f"{name}: {c.spec.new_tokens} tokens in {c.spec.seconds:.2f} s (target alone {c.baseline.seconds:.2f} s), "
-              f"speedup {measure.speedup_text(c)}, TTFT {mine.ttft * 1000:.0f} ms (alone {alone.ttft * 1000:.0f} ms), "
-              f"median gap {mine.gap_median * 1000:.1f} ms, p90 {mine.gap_p90 * 1000:.1f} ms "
-              f"(alone {alone.gap_median * 1000:.1f} / {alone.gap_p90 * 1000:.1f} ms), identical {c.identical}")
+        print(
+            f"{name}: {c.spec.new_tokens} tokens in {c.spec.seconds:.2f} s (target alone {c.baseline.seconds:.2f} s), "
+            f"speedup {measure.speedup_text(c)}, TTFT {mine.ttft * 1000:.0f} ms (alone {alone.ttft * 1000:.0f} ms), "
+            f"median gap {mine.gap_median * 1000:.1f} ms, p90 {mine.gap_p90 * 1000:.1f} ms "
+            f"(alone {alone.gap_median * 1000:.1f} / {alone.gap_p90 * 1000:.1f} ms), identical {c.identical}"
+        )
     print(f"written to {args.out} and {args.demo_out} (the {demo} lane)")
     return 0
 

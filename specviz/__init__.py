@@ -10,13 +10,13 @@ Names used everywhere in this package:
 The library computes and records (`Run`, `Round`); the app and the CLI only render records.
 """
 
+from .comparison import Comparison
 from .config import Decoding, Sampling, Verification
 from .decode import generate
 from .drafters import DRAFTERS, build_drafter
 from .errors import SpecVizError
 from .models import LoadedModel, load_model
 from .records import Round, Run
-from .comparison import Comparison
 
 __all__ = [
     "Comparison", "DRAFTERS", "Decoding", "LoadedModel", "Round", "Run", "Sampling", "SpecVizError",

@@ -114,22 +114,38 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="many prompts and drafts; one JSON line per prompt and draft")
     _add_decoding(bench, pairs=1)
     bench.add_argument("--draft", action="append", required=True, help="repeat for several drafts")
-    bench.add_argument("--prompts", required=True,
-                       help="JSONL file, one object per line with id and prompt; or eval / train: the project's own sets")
-    bench.add_argument("--per-category", type=_at_least(0), default=0,
-                       help="use only the first N prompts of each category (0 = all)")
+    bench.add_argument(
+        "--prompts",
+        required=True,
+        help="JSONL file, one object per line with id and prompt; or eval / train: the project's own sets",
+    )
+    bench.add_argument(
+        "--per-category", type=_at_least(0), default=0, help="use only the first N prompts of each category (0 = all)"
+    )
     bench.add_argument("--out", required=True, help="JSONL file to write")
     bench.add_argument("--limit", type=_at_least(0), default=0, help="use only the first N prompts (0 = all)")
-    bench.add_argument("--tree-vs-chain", action="store_true",
-                       help="with --tree-budget N: also run each draft as a chain of γ=N (the same tokens verified), "
-                            "each timed in pairs with the target alone")
-    bench.add_argument("--compare-hf", action="store_true",
-                       help="also time transformers' generate with the same drafter and γ (assisted / prompt lookup)")
-    cost = sub.add_parser("verify-cost", help="time one target forward over a token tree of N nodes: v(N) in target steps")
+    bench.add_argument(
+        "--tree-vs-chain",
+        action="store_true",
+        help="with --tree-budget N: also run each draft as a chain of γ=N (the same tokens verified), "
+        "each timed in pairs with the target alone",
+    )
+    bench.add_argument(
+        "--compare-hf",
+        action="store_true",
+        help="also time transformers' generate with the same drafter and γ (assisted / prompt lookup)",
+    )
+    cost = sub.add_parser(
+        "verify-cost", help="time one target forward over a token tree of N nodes: v(N) in target steps"
+    )
     cost.add_argument("--target", default=DEFAULT_TARGET)
     cost.add_argument("--max-nodes", type=_at_least(1), default=32, help="N = 1 .. this (default 32)")
-    cost.add_argument("--context", type=_contexts, default=(128, 512, 1024, 2048),
-                      help="committed tokens before the tree, one or more, comma-separated (default 128,512,1024,2048)")
+    cost.add_argument(
+        "--context",
+        type=_contexts,
+        default=(128, 512, 1024, 2048),
+        help="committed tokens before the tree, one or more, comma-separated (default 128,512,1024,2048)",
+    )
     cost.add_argument("--repeats", type=_at_least(1), default=20, help="timings per N, median used (default 20)")
     cost.add_argument("--device", default="auto")
     cost.add_argument("--dtype", default="auto")
@@ -137,19 +153,36 @@ def build_parser() -> argparse.ArgumentParser:
     engine = sub.add_parser("engine-bench", help="measure speculative decoding on a vLLM server (and a baseline)")
     engine.add_argument("--url", required=True, help="the vLLM server with speculation, e.g. http://127.0.0.1:8000")
     engine.add_argument("--baseline-url", help="the same model served without speculation: speedup per concurrency")
-    engine.add_argument("--prompts", required=True,
-                        help="JSONL file, one object per line with id and prompt; or eval / train: the project's own sets")
-    engine.add_argument("--per-category", type=_at_least(0), default=0,
-                        help="use only the first N prompts of each category (0 = all)")
+    engine.add_argument(
+        "--prompts",
+        required=True,
+        help="JSONL file, one object per line with id and prompt; or eval / train: the project's own sets",
+    )
+    engine.add_argument(
+        "--per-category", type=_at_least(0), default=0, help="use only the first N prompts of each category (0 = all)"
+    )
     engine.add_argument("--limit", type=_at_least(0), default=0, help="use only the first N prompts (0 = all)")
-    engine.add_argument("--concurrency", type=_concurrency, default=[1, 4, 16],
-                        help="requests in flight, comma-separated levels (default 1,4,16)")
-    engine.add_argument("--max-new-tokens", type=_at_least(1), default=64,
-                        help="tokens per request, fixed (min_tokens = max_tokens, ignore_eos)")
-    engine.add_argument("--draft", default="", help="the drafter the server runs, as SpecViz names it (e.g. ngram): "
-                                                    "pairs this run with lab runs on the Serving page")
-    engine.add_argument("--raw", action="store_true", help="send the prompt as raw text (/v1/completions), "
-                                                           "without the chat template")
+    engine.add_argument(
+        "--concurrency",
+        type=_concurrency,
+        default=[1, 4, 16],
+        help="requests in flight, comma-separated levels (default 1,4,16)",
+    )
+    engine.add_argument(
+        "--max-new-tokens",
+        type=_at_least(1),
+        default=64,
+        help="tokens per request, fixed (min_tokens = max_tokens, ignore_eos)",
+    )
+    engine.add_argument(
+        "--draft",
+        default="",
+        help="the drafter the server runs, as SpecViz names it (e.g. ngram): "
+        "pairs this run with lab runs on the Serving page",
+    )
+    engine.add_argument(
+        "--raw", action="store_true", help="send the prompt as raw text (/v1/completions), without the chat template"
+    )
     engine.add_argument("--out", required=True, help="JSONL file to write, one line per server and concurrency")
     from . import distill_command
 
@@ -185,9 +218,22 @@ class ModelPool:
 def cmd_models(args) -> int:
     """Every model found here, then every drafter kind of the registry (a new kind appears without a line here)."""
     rows = [{**r, "role": "target or draft"} for r in available_models()]
-    rows += [{"name": name, "kind": "drafter", "title": kind.about, "usage": kind.usage, "parameters": 0, "path": "",
-              "offline": True, "role": "draft", "learns_across_runs": kind.learns, "transformers": kind.peer or None}
-             for name, kind in DRAFTERS.items() if name != "model"]
+    rows += [
+        {
+            "name": name,
+            "kind": "drafter",
+            "title": kind.about,
+            "usage": kind.usage,
+            "parameters": 0,
+            "path": "",
+            "offline": True,
+            "role": "draft",
+            "learns_across_runs": kind.learns,
+            "transformers": kind.peer or None,
+        }
+        for name, kind in DRAFTERS.items()
+        if name != "model"
+    ]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -195,7 +241,10 @@ def cmd_models(args) -> int:
     for r in rows:
         params = f"{r['parameters']:,}" if r.get("parameters") else "-"
         about = r["path"] or (f"{r['title']} (as {r['usage']})" if r.get("usage") else r["title"])
-        print(f"{r['name']:<18} {r['role']:<16} {r['kind']:<14} {params:>12}  {'yes' if r['offline'] else 'no':<7} {about}")
+        print(
+            f"{r['name']:<18} {r['role']:<16} {r['kind']:<14} {params:>12}  {'yes' if r['offline'] else 'no':<7} "
+            f"{about}"
+        )
     print("\nAny Hugging Face model id or local model folder also works as target or draft (hub ids need internet).")
     return 0
 
@@ -233,7 +282,9 @@ def cmd_bench(args) -> int:
     if args.tree_vs_chain and not settings.tree.on:
         raise ConfigError("--tree-vs-chain compares a tree with a chain: give the tree's size with --tree-budget N")
     # Each variant is (label, settings): the tree, and with --tree-vs-chain the chain that verifies as many tokens.
-    variants = [settings] + ([replace(settings, gamma=settings.tree.budget, tree=TreeShape())] if args.tree_vs_chain else [])
+    variants = [settings] + (
+        [replace(settings, gamma=settings.tree.budget, tree=TreeShape())] if args.tree_vs_chain else []
+    )
     prompts = _prompt_list(args)
     out_path = Path(args.out)
     if out_path.parent and not out_path.parent.exists():
@@ -244,17 +295,22 @@ def cmd_bench(args) -> int:
     for spec in args.draft:
         build_drafter(spec, target, pool)  # refuse bad drafts up front
         if args.compare_hf and not kind_of(spec).peer:
-            raise ConfigError(f"--compare-hf: transformers' generate has no equivalent of the drafter {spec}; bench it "
-                              "without --compare-hf (or compare drafters that have one: `python -m specviz models --json`)")
-        makers[spec] = (lambda s=spec: build_drafter(s, target, pool))
+            raise ConfigError(
+                f"--compare-hf: transformers' generate has no equivalent of the drafter {spec}; bench it "
+                "without --compare-hf (or compare drafters that have one: `python -m specviz models --json`)"
+            )
+        makers[spec] = lambda s=spec: build_drafter(s, target, pool)
     from tqdm import tqdm
 
     warm_up_bench(target, makers, prompts, variants, args.compare_hf)
     rows = []
-    with out_path.open("w", encoding="utf-8") as out, \
-            tqdm(total=len(prompts) * len(makers) * len(variants), file=sys.stderr, unit="run") as bar:
-        for row in bench_rows(target, makers, prompts, variants, args.pairs, args.compare_hf,
-                              on_run=bar.set_description, warm=False):
+    with (
+        out_path.open("w", encoding="utf-8") as out,
+        tqdm(total=len(prompts) * len(makers) * len(variants), file=sys.stderr, unit="run") as bar,
+    ):
+        for row in bench_rows(
+            target, makers, prompts, variants, args.pairs, args.compare_hf, on_run=bar.set_description, warm=False
+        ):
             out.write(json.dumps(row) + "\n")
             out.flush()
             rows.append(row)
@@ -277,8 +333,16 @@ def cmd_engine_bench(args) -> int:
     out_path = Path(args.out)
     if out_path.parent and not out_path.parent.exists():
         raise SpecVizError(f"the folder of --out ({out_path.parent}) does not exist")
-    setup = engine_bench.EngineBench(args.url, args.baseline_url, prompts, args.prompts, args.concurrency,
-                                     args.max_new_tokens, args.draft, chat=not args.raw)
+    setup = engine_bench.EngineBench(
+        args.url,
+        args.baseline_url,
+        prompts,
+        args.prompts,
+        args.concurrency,
+        args.max_new_tokens,
+        args.draft,
+        chat=not args.raw,
+    )
     with out_path.open("w", encoding="utf-8") as out:
         rows = engine_bench.run(setup, out)
     print("\n".join(engine_bench.summary_lines(rows)))
@@ -292,8 +356,11 @@ def cmd_verify_cost(args) -> int:
     target = load_model(args.target, args.device, args.dtype, progress=lambda m: print(m, file=sys.stderr))
     limit = getattr(target.model.config, "max_position_embeddings", None)
     if limit and max(args.context) + args.max_nodes + 1 > limit:
-        print(f"error: --context {max(args.context)} with --max-nodes {args.max_nodes} exceeds the target's "
-              f"{limit}-token context", file=sys.stderr)
+        print(
+            f"error: --context {max(args.context)} with --max-nodes {args.max_nodes} exceeds the target's "
+            f"{limit}-token context",
+            file=sys.stderr,
+        )
         return 2
     cost = measure_verify_cost(target, args.max_nodes, args.context, args.repeats)
     print(f"v(N): one forward over N tree nodes, in plain steps ({cost['machine']})")
@@ -313,8 +380,14 @@ def cmd_distill(args) -> int:
     return distill_command.run(args)
 
 
-COMMANDS = {"models": cmd_models, "run": cmd_run, "bench": cmd_bench, "engine-bench": cmd_engine_bench,
-            "verify-cost": cmd_verify_cost, "distill": cmd_distill}
+COMMANDS = {
+    "models": cmd_models,
+    "run": cmd_run,
+    "bench": cmd_bench,
+    "engine-bench": cmd_engine_bench,
+    "verify-cost": cmd_verify_cost,
+    "distill": cmd_distill,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -330,8 +403,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except torch.OutOfMemoryError:
         torch.cuda.empty_cache()
-        print(f"specviz: error: {OUT_OF_MEMORY}, load in fp16 (--dtype fp16), or run on the CPU (--device cpu)",
-              file=sys.stderr)
+        print(
+            f"specviz: error: {OUT_OF_MEMORY}, load in fp16 (--dtype fp16), or run on the CPU (--device cpu)",
+            file=sys.stderr,
+        )
         return 2
     except KeyboardInterrupt:
         print("specviz: stopped by the user", file=sys.stderr)

@@ -172,7 +172,8 @@ def _parse(text: str | bytes):
         return json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise SpecVizError(
-            f"the file is not valid JSON ({exc.__class__.__name__}; damaged or cut short?); export the run again from SpecViz"
+            f"the file is not valid JSON ({exc.__class__.__name__}; damaged or cut short?); export the run again from "
+            f"SpecViz"
         ) from None
 
 

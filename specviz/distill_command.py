@@ -34,31 +34,59 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lr", type=float, default=None, help=f"peak learning rate (default {d.lr:g}; heads 0.002)")
     p.add_argument("--samples", type=int, default=d.samples,
                    help=f"sampled target answers per train prompt, besides the greedy one (default {d.samples})")
-    p.add_argument("--max-new-tokens", type=int, default=None, help="answer length cap for the data (default 96; heads 128)")
+    p.add_argument(
+        "--max-new-tokens", type=int, default=None, help="answer length cap for the data (default 96; heads 128)"
+    )
     p.add_argument("--max-prompts", type=int, default=0, help="train prompts per category (default all)")
-    p.add_argument("--data-minutes", type=float, default=0.0,
-                   help="stop generating data after this many minutes in all (greedy answers first; default no limit)")
+    p.add_argument(
+        "--data-minutes",
+        type=float,
+        default=0.0,
+        help="stop generating data after this many minutes in all (greedy answers first; default no limit)",
+    )
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--out", default="", help="draft folder (default assets/drafts/<name>)")
     p.add_argument("--work", default="", help="data, checkpoints and loss logs (default artifacts/distill)")
     p.add_argument("--resume", action="store_true", help="continue training from the last checkpoint")
-    p.add_argument("--eval-prompts", type=int, default=0, help="eval prompts per category for the model card (default all)")
+    p.add_argument(
+        "--eval-prompts", type=int, default=0, help="eval prompts per category for the model card (default all)"
+    )
     p.add_argument("--no-eval", action="store_true", help="skip the evaluation (the card then has no figures)")
-    p.add_argument("--eval-only", action="store_true", help="evaluate the saved draft and rewrite its card; no training")
+    p.add_argument(
+        "--eval-only", action="store_true", help="evaluate the saved draft and rewrite its card; no training"
+    )
     p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda, mps")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's choice)")
     add_head_arguments(p)
 
 
 def config_from_args(args) -> DistillConfig:
-    given = {k: v for k, v in (("steps", args.steps), ("batch_size", args.batch_size), ("lr", args.lr),
-                               ("max_new_tokens", args.max_new_tokens)) if v is not None}
+    given = {
+        k: v
+        for k, v in (
+            ("steps", args.steps),
+            ("batch_size", args.batch_size),
+            ("lr", args.lr),
+            ("max_new_tokens", args.max_new_tokens),
+        )
+        if v is not None
+    }
     return DistillConfig(
-        target=args.target, name=args.name, layers=args.layers, hidden=args.hidden, heads=args.heads,
-        intermediate=args.intermediate, **given,
-        samples=args.samples, max_prompts=args.max_prompts,
-        data_minutes=args.data_minutes, seed=args.seed,
-        out=args.out, work=args.work, device=args.device, resume=args.resume,
+        target=args.target,
+        name=args.name,
+        layers=args.layers,
+        hidden=args.hidden,
+        heads=args.heads,
+        intermediate=args.intermediate,
+        **given,
+        samples=args.samples,
+        max_prompts=args.max_prompts,
+        data_minutes=args.data_minutes,
+        seed=args.seed,
+        out=args.out,
+        work=args.work,
+        device=args.device,
+        resume=args.resume,
     )
 
 
@@ -66,32 +94,83 @@ def add_head_arguments(p) -> None:
     d = HeadConfig()
     g = p.add_argument_group("heads (--kind head)")
     g.add_argument("--vocab", type=int, default=d.vocab, help=f"draft vocabulary size (default {d.vocab})")
-    g.add_argument("--written", type=int, default=d.written,
-                   help="prompts per category the target writes for itself and answers (default 0)")
-    g.add_argument("--document-tokens", type=int, default=d.document_tokens,
-                   help=f"tokens of local documents the target reads (default {d.document_tokens:,})")
-    g.add_argument("--positions", type=int, default=d.positions,
-                   help="train on texts drawn at random up to N trained positions (default 0: all; for a data curve)")
-    g.add_argument("--ttt-steps", type=int, default=d.ttt_steps, help=f"training-time-test steps (default {d.ttt_steps})")
-    g.add_argument("--feature-weight", type=float, default=d.feature_weight,
-                   help=f"weight of the feature regression (default {d.feature_weight:g})")
+    g.add_argument(
+        "--written",
+        type=int,
+        default=d.written,
+        help="prompts per category the target writes for itself and answers (default 0)",
+    )
+    g.add_argument(
+        "--document-tokens",
+        type=int,
+        default=d.document_tokens,
+        help=f"tokens of local documents the target reads (default {d.document_tokens:,})",
+    )
+    g.add_argument(
+        "--positions",
+        type=int,
+        default=d.positions,
+        help="train on texts drawn at random up to N trained positions (default 0: all; for a data curve)",
+    )
+    g.add_argument(
+        "--ttt-steps", type=int, default=d.ttt_steps, help=f"training-time-test steps (default {d.ttt_steps})"
+    )
+    g.add_argument(
+        "--feature-weight",
+        type=float,
+        default=d.feature_weight,
+        help=f"weight of the feature regression (default {d.feature_weight:g})",
+    )
     g.add_argument("--seq-len", type=int, default=d.seq_len, help=f"tokens kept per text (default {d.seq_len})")
-    g.add_argument("--validate-every", type=int, default=d.validate_every,
-                   help="steps between agreement checks on the target's answers to the EVAL prompts (default 0: none)")
-    g.add_argument("--patience", type=int, default=d.patience,
-                   help="stop after this many checks without a better one; the best check's weights are saved (default 0)")
+    g.add_argument(
+        "--validate-every",
+        type=int,
+        default=d.validate_every,
+        help="steps between agreement checks on the target's answers to the EVAL prompts (default 0: none)",
+    )
+    g.add_argument(
+        "--patience",
+        type=int,
+        default=d.patience,
+        help="stop after this many checks without a better one; the best check's weights are saved (default 0)",
+    )
     g.add_argument("--eval-gamma", type=int, default=3, help="γ of the evaluation race (default 3)")
     g.add_argument("--eval-tokens", type=int, default=64, help="new tokens per prompt in the race (default 64)")
 
 
 def head_config_from_args(args) -> HeadConfig:
-    given = {k: v for k, v in (("steps", args.steps), ("batch_size", args.batch_size), ("lr", args.lr),
-                               ("max_new_tokens", args.max_new_tokens)) if v is not None}
-    return HeadConfig(target=args.target, name=args.name, vocab=args.vocab, samples=args.samples,
-                      answer_minutes=args.data_minutes, max_prompts=args.max_prompts, written=args.written, document_tokens=args.document_tokens, positions=args.positions,
-                      validate_every=args.validate_every, patience=args.patience, seq_len=args.seq_len,
-                      ttt_steps=args.ttt_steps, feature_weight=args.feature_weight, seed=args.seed, out=args.out,
-                      work=args.work, device=args.device, resume=args.resume, **given)
+    given = {
+        k: v
+        for k, v in (
+            ("steps", args.steps),
+            ("batch_size", args.batch_size),
+            ("lr", args.lr),
+            ("max_new_tokens", args.max_new_tokens),
+        )
+        if v is not None
+    }
+    return HeadConfig(
+        target=args.target,
+        name=args.name,
+        vocab=args.vocab,
+        samples=args.samples,
+        answer_minutes=args.data_minutes,
+        max_prompts=args.max_prompts,
+        written=args.written,
+        document_tokens=args.document_tokens,
+        positions=args.positions,
+        validate_every=args.validate_every,
+        patience=args.patience,
+        seq_len=args.seq_len,
+        ttt_steps=args.ttt_steps,
+        feature_weight=args.feature_weight,
+        seed=args.seed,
+        out=args.out,
+        work=args.work,
+        device=args.device,
+        resume=args.resume,
+        **given,
+    )
 
 
 def run(args) -> int:
@@ -112,8 +191,10 @@ def run(args) -> int:
     ev = evaluate_drafts([cfg], target, per_category=args.eval_prompts)[cfg.draft_name]
     print(f"\n{'category':<14} {'prompts':>7} {'α':>6} {'acc/round':>9} {'c':>6} {'speedup':>8} {'identical':>9}")
     for name, f in [*ev["categories"].items(), ("all", ev["all"])]:
-        print(f"{name:<14} {f['prompts']:>7} {f['alpha']:>6.3f} {f['mean_accepted_tokens']:>9.2f} {f['c']:>6.3f} "
-              f"{f['speedup']:>7.2f}x {f['identical']:>5}/{f['prompts']}")
+        print(
+            f"{name:<14} {f['prompts']:>7} {f['alpha']:>6.3f} {f['mean_accepted_tokens']:>9.2f} {f['c']:>6.3f} "
+            f"{f['speedup']:>7.2f}x {f['identical']:>5}/{f['prompts']}"
+        )
     return 0
 
 
@@ -128,10 +209,14 @@ def run_head(args) -> int:
         print(f"head saved to {train_head(cfg, target)}")
     if args.no_eval:
         return 0
-    results = evaluate_head(cfg, target, args.eval_prompts, Decoding(gamma=args.eval_gamma, max_new_tokens=args.eval_tokens))
+    results = evaluate_head(
+        cfg, target, args.eval_prompts, Decoding(gamma=args.eval_gamma, max_new_tokens=args.eval_tokens)
+    )
     print(f"\n{'draft':<28} {'α':>6} {'acc/round':>9} {'c':>6} {'speedup':>8} {'identical':>9}")
     for name, e in results.items():
         f = e["all"]
-        print(f"{_label(name):<28} {f['alpha']:>6.3f} {f['mean_accepted_tokens']:>9.2f} "
-              f"{f['c']:>6.3f} {f['speedup']:>7.2f}x {f['identical']:>5}/{f['prompts']}")
+        print(
+            f"{_label(name):<28} {f['alpha']:>6.3f} {f['mean_accepted_tokens']:>9.2f} "
+            f"{f['c']:>6.3f} {f['speedup']:>7.2f}x {f['identical']:>5}/{f['prompts']}"
+        )
     return 0

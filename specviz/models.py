@@ -201,7 +201,8 @@ def resolve(name: str, progress: Callable[[str], None] | None = None) -> str:
         return str(path)
     if name.startswith((".", "/", "~")) or os.sep + os.sep in name or name.count("/") > 1:
         raise ModelLoadError(
-            f"the folder {name} does not exist; check the path (`python -m specviz models` lists the names that work here)"
+            f"the folder {name} does not exist; check the path (`python -m specviz models` lists the names that work "
+            f"here)"
         )
     return name  # a hub id
 
@@ -230,7 +231,9 @@ def load_model(
     model.eval()
     model.requires_grad_(False)
     prepare(model, model.device)
-    return LoadedModel(name=name, source=source, model=model, tokenizer=tokenizer, device=model.device, dtype=torch_dtype)
+    return LoadedModel(
+        name=name, source=source, model=model, tokenizer=tokenizer, device=model.device, dtype=torch_dtype
+    )
 
 
 @contextlib.contextmanager
@@ -253,7 +256,8 @@ def _load_errors(name: str, offline: bool):
                 f"such as Llama, Qwen or SmolLM ({first[:120]})"
             ) from None
         raise ModelLoadError(
-            f"could not load {name}: {first[:200].rstrip('.')}; the model files may be damaged or incomplete: save or download them again"
+            f"could not load {name}: {first[:200].rstrip('.')}; the model files may be damaged or incomplete: save or "
+            f"download them again"
         ) from None
 
 
@@ -309,25 +313,29 @@ def available_models() -> list[dict]:
     for key, entry in EMBEDDED.items():
         converted = (cache_dir() / "models" / key / "model.safetensors").is_file()
         aliases = [a for a, k in ALIASES.items() if k == key]
-        rows.append({
-            "name": aliases[0] if aliases else key,
-            "aliases": [key] if aliases else [],
-            "kind": "embedded",
-            "title": entry.title,
-            "parameters": _count_params(cache_dir() / "models" / key) if converted else None,
-            "path": str(cache_dir() / "models" / key) if converted else str(entry.gguf_path() or ""),
-            "offline": entry.gguf_path() is not None or converted,
-        })
+        rows.append(
+            {
+                "name": aliases[0] if aliases else key,
+                "aliases": [key] if aliases else [],
+                "kind": "embedded",
+                "title": entry.title,
+                "parameters": _count_params(cache_dir() / "models" / key) if converted else None,
+                "path": str(cache_dir() / "models" / key) if converted else str(entry.gguf_path() or ""),
+                "offline": entry.gguf_path() is not None or converted,
+            }
+        )
     for kind, folder in draft_folders():
-        rows.append({
-            "name": folder.name,
-            "aliases": [f"ngram+{folder.name}"] if (folder / "head.json").is_file() else [],
-            "kind": kind.replace("draft", "head") if (folder / "head.json").is_file() else kind,
-            "title": folder.name,
-            "parameters": _count_params(folder),
-            "path": str(folder),
-            "offline": True,
-        })
+        rows.append(
+            {
+                "name": folder.name,
+                "aliases": [f"ngram+{folder.name}"] if (folder / "head.json").is_file() else [],
+                "kind": kind.replace("draft", "head") if (folder / "head.json").is_file() else kind,
+                "title": folder.name,
+                "parameters": _count_params(folder),
+                "path": str(folder),
+                "offline": True,
+            }
+        )
     return rows
 
 

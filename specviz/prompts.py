@@ -88,9 +88,13 @@ def read_jsonl(path: str | Path, required: tuple[str, ...] = ("id", "prompt")) -
         try:
             row = json.loads(line)
         except json.JSONDecodeError:
-            raise SpecVizError(f"{path}:{number} is not valid JSON; write one JSON object per line with id and prompt") from None
+            raise SpecVizError(
+                f"{path}:{number} is not valid JSON; write one JSON object per line with id and prompt"
+            ) from None
         if not isinstance(row, dict):
-            raise SpecVizError(f"{path}:{number} is not a JSON object; write one JSON object per line with id and prompt")
+            raise SpecVizError(
+                f"{path}:{number} is not a JSON object; write one JSON object per line with id and prompt"
+            )
         missing = [k for k in required if k not in row]
         if missing:
             raise SpecVizError(f"{path}:{number} lacks {', '.join(missing)}; each line needs id and prompt")

@@ -16,9 +16,9 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from .comparison import Comparison
 from .errors import SpecVizError
 from .records import REJECTED, Run
-from .comparison import Comparison
 
 MEASURED, RECONSTRUCTED = "measured", "reconstructed from per-round times"
 BASELINE = "target alone"

@@ -17,7 +17,14 @@ SCHEMA = "specviz.run/1"
 
 # Status of a token in a round. "target" marks a token the target produced with nothing drafted
 # (the autoregressive baseline, or an n-gram round that found no match).
-ACCEPTED, REJECTED, RESAMPLED, BONUS, TARGET, DRAFTED = "accepted", "rejected", "resampled", "bonus", "target", "drafted"
+ACCEPTED, REJECTED, RESAMPLED, BONUS, TARGET, DRAFTED = (
+    "accepted",
+    "rejected",
+    "resampled",
+    "bonus",
+    "target",
+    "drafted",
+)
 
 
 @dataclass
@@ -265,8 +272,13 @@ class Run:
         try:
             data = dict(data)
             data["rounds"] = [
-                Round(**{**r, "alternatives": [[Alternative(**a) for a in pos] for pos in r["alternatives"]],
-                         "tree": TreeRecord(**r["tree"]) if r.get("tree") else None})
+                Round(
+                    **{
+                        **r,
+                        "alternatives": [[Alternative(**a) for a in pos] for pos in r["alternatives"]],
+                        "tree": TreeRecord(**r["tree"]) if r.get("tree") else None,
+                    }
+                )
                 for r in data["rounds"]
             ]
             names = {f.name for f in fields(cls)}
@@ -295,7 +307,10 @@ def _check_types(run: Run) -> None:
         need(isinstance(values, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in values), what)
 
     def numbers(values, what):
-        need(isinstance(values, list) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values), what)
+        need(
+            isinstance(values, list) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values),
+            what,
+        )
 
     ints(run.output_ids, "output_ids")
     ints(run.prompt_ids, "prompt_ids")
@@ -303,17 +318,25 @@ def _check_types(run: Run) -> None:
     if run.arrival_seconds is not None:
         numbers(run.arrival_seconds, "arrival_seconds")
         need(len(run.arrival_seconds) == len(run.output_ids), "arrival_seconds (one per new token)")
-    need(isinstance(run.text, str) and isinstance(run.prompt, str) and isinstance(run.settings, dict), "text/prompt/settings")
+    need(
+        isinstance(run.text, str) and isinstance(run.prompt, str) and isinstance(run.settings, dict),
+        "text/prompt/settings",
+    )
     for r in run.rounds:
         ints([r.index, r.gamma, r.n_accepted, r.next_token, r.emitted], f"round {r.index} counts")
         ints(r.drafted, f"round {r.index} drafted")
-        numbers(r.q + [v for v in r.p if v is not None] + [r.next_p, r.draft_seconds, r.verify_seconds],
-                f"round {r.index} probabilities/times")
+        numbers(
+            r.q + [v for v in r.p if v is not None] + [r.next_p, r.draft_seconds, r.verify_seconds],
+            f"round {r.index} probabilities/times",
+        )
         need(len(r.q) == len(r.p) == len(r.drafted) and 0 <= r.n_accepted <= len(r.drafted), f"round {r.index} sizes")
         need(r.next_kind in (RESAMPLED, BONUS, TARGET), f"round {r.index} next_kind")
         if r.tree is not None:
             t = r.tree
             ints(t.tokens, f"round {r.index} tree tokens")
             ints(t.parents, f"round {r.index} tree parents")
-            need(len(t.parents) == len(t.q) == len(t.p) == len(t.status) == len(t.tokens)
-                 and all(-1 <= parent < i for i, parent in enumerate(t.parents)), f"round {r.index} tree shape")
+            need(
+                len(t.parents) == len(t.q) == len(t.p) == len(t.status) == len(t.tokens)
+                and all(-1 <= parent < i for i, parent in enumerate(t.parents)),
+                f"round {r.index} tree shape",
+            )

@@ -8,10 +8,9 @@ from __future__ import annotations
 import statistics
 
 from . import race
-from .records import ACCEPTED, BONUS, REJECTED, RESAMPLED, TARGET
 from .comparison import Comparison
 from .lab.measure import speedup_text
-
+from .records import ACCEPTED, BONUS, REJECTED, RESAMPLED, TARGET
 
 STYLE = {  # terminal rendering of token status: colour plus a marker, so colour is never the only cue
     ACCEPTED: ("\033[32m", "", ""),
@@ -102,21 +101,29 @@ def print_summary(rows: list[dict]) -> None:
           f"{'mean':>6} {'theory':>6} {'meas/theory':>11} {'identical':>9}")
     for draft, mine in _by_draft(rows).items():
         print(
-            f"{draft:<{width}} {len(mine):>7} {mean(mine, 'acceptance_rate'):>6.3f} {mean(mine, 'mean_accepted_tokens'):>9.2f} "
+            f"{draft:<{width}} {len(mine):>7} {mean(mine, 'acceptance_rate'):>6.3f} "
+            f"{mean(mine, 'mean_accepted_tokens'):>9.2f} "
             f"{mean(mine, 'cost_ratio'):>6.3f} {mean(mine, 'verify_cost'):>6.2f} {med(mine, 'speedup'):>10.2f}x "
             f"{mean(mine, 'speedup'):>5.2f}x {mean(mine, 'theoretical_speedup_measured_verify'):>5.2f}x "
             f"{med(mine, theory_ratio):>11.2f} {sum(r['identical'] for r in mine):>5}/{len(mine)}"
         )
-    print("(verify: one verification forward in target steps; theory: from the run's own c, verify cost, tokens"
-          " drafted per round and α per tested draft; meas/theory: median over prompts)")
+    print(
+        "(verify: one verification forward in target steps; theory: from the run's own c, verify cost, tokens"
+        " drafted per round and α per tested draft; meas/theory: median over prompts)"
+    )
     checked = [r for r in rows if r.get("final_answer_match") is not None]
     if checked:
-        print("\nfinal answer of math prompts, exact match against the target alone's final number (no reference answers):")
+        print(
+            "\nfinal answer of math prompts, exact match against the target alone's final number "
+            "(no reference answers):"
+        )
         for draft, mine in _by_draft(checked).items():
             print(f"{draft:<{width}} {sum(r['final_answer_match'] for r in mine):>5}/{len(mine)}")
     if rows and "ratio_vs_hf" in rows[0]:
         print("\nversus transformers' generate (same drafter, γ, prompts; medians over prompts):")
         print(f"{'draft':<22} {'ours/HF tok/s':>13} {'HF speedup':>10} {'HF identical':>12} {'baseline ours/HF':>16}")
         for draft, mine in _by_draft(rows).items():
-            print(f"{draft:<22} {med(mine, 'ratio_vs_hf'):>13.3f} {med(mine, 'hf_speedup'):>9.2f}x "
-                  f"{sum(r['hf_identical'] for r in mine):>8}/{len(mine)} {med(mine, 'baseline_ratio_vs_hf'):>16.3f}")
+            print(
+                f"{draft:<22} {med(mine, 'ratio_vs_hf'):>13.3f} {med(mine, 'hf_speedup'):>9.2f}x "
+                f"{sum(r['hf_identical'] for r in mine):>8}/{len(mine)} {med(mine, 'baseline_ratio_vs_hf'):>16.3f}"
+            )

@@ -312,7 +312,8 @@ def _greedy_child(logit: torch.Tensor, options: list[int], tokens: list[int], re
         return next((c for c in options if tokens[c] == best), None)
     logp = logit.float().log_softmax(-1)
     passing = [c for c in options
-               if int((logp > logp[tokens[c]]).sum()) < relaxed.top_k and logp[tokens[c]] >= logp.max() - relaxed.tolerance]
+               if int((logp > logp[tokens[c]]).sum()) < relaxed.top_k
+               and logp[tokens[c]] >= logp.max() - relaxed.tolerance]
     return max(passing, key=lambda c: float(logp[tokens[c]]), default=None)
 
 

@@ -22,7 +22,9 @@ from specviz.decode import generate
 from specviz.drafters import build_drafter
 from specviz.errors import ModelLoadError
 from specviz.models import LoadedModel
+
 from tiny import FOREIGN_WORDS, PADDED_ROWS, PROMPTS, VOCAB, WORDS, make_tokenizer, padded_copy, tiny_llama, wrap  # noqa: F401
+
 
 def pytest_addoption(parser):
     parser.addoption("--reverse", action="store_true",
@@ -192,8 +194,8 @@ def tiny_head_dir(target, tmp_path_factory):
 
     from specviz.drafters.head_net import save_head
     from specviz.training.features import Features, hidden_states
-    from specviz.training.train_head import HeadConfig, HeadData, draft_vocabulary, info_for, train
     from specviz.training.texts import Text
+    from specviz.training.train_head import HeadConfig, HeadData, draft_vocabulary, info_for, train
 
     before = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 from specviz.errors import ModelLoadError
+
 from tiny import VOCAB, WORDS, make_tokenizer, padded_copy, tiny_llama, wrap
 
 SLOW_S = 2.0

@@ -16,14 +16,14 @@ import streamlit as st
 import torch
 
 from .. import drafters
+from ..comparison import Comparison, load_comparisons, loads
 from ..config import APP_MAX_GAMMA, APP_MAX_NEW_TOKENS, APP_MAX_TREE_BUDGET, Decoding, Sampling, TreeShape, Verification
 from ..errors import OUT_OF_MEMORY, SpecVizError
+from ..lab.measure import noise_warning
 from ..lab.worker import Cancelled
 from ..models import DEFAULT_TARGET, pick_device
 from ..prompts import CATEGORIES, load_prompt_set
-from ..comparison import Comparison, load_comparisons, loads
 from . import links, page_list, room
-from ..lab.measure import noise_warning
 from .views import figures, tables
 from .views.tokens import legend_html
 
@@ -36,13 +36,18 @@ _log = logging.getLogger("specviz")
 SWEEP_COLUMNS = {
     "alpha": st.column_config.NumberColumn("α", format="%.2f", help="accepted ÷ drafted"),
     "alpha_theory": st.column_config.NumberColumn(
-        "α per tested token", format="%.2f",
+        "α per tested token",
+        format="%.2f",
         help="the theory's α: the acceptance probability of a draft that is tested (drafts after a rejection never "
-             "are), implied by the tokens per round"),
+        "are), implied by the tokens per round",
+    ),
     "mean_accepted": st.column_config.NumberColumn("tokens / round", format="%.2f"),
-    "speedup": st.column_config.NumberColumn("measured speedup", format="%.2f×",
-                                             help="the median of the timed pairs' ratios (target alone ÷ speculative)"),
-    "speedup_low": st.column_config.NumberColumn("lowest pair", format="%.2f×", help="the spread: the lowest pair's ratio"),
+    "speedup": st.column_config.NumberColumn(
+        "measured speedup", format="%.2f×", help="the median of the timed pairs' ratios (target alone ÷ speculative)"
+    ),
+    "speedup_low": st.column_config.NumberColumn(
+        "lowest pair", format="%.2f×", help="the spread: the lowest pair's ratio"
+    ),
     "speedup_high": st.column_config.NumberColumn("highest pair", format="%.2f×", help="the highest pair's ratio"),
     "theoretical_speedup": st.column_config.NumberColumn("theory", format="%.2f×"),
     "c": st.column_config.NumberColumn("c", format="%.3f"),
@@ -60,23 +65,27 @@ def target_options() -> list[str]:
     return [DEFAULT_TARGET]
 
 
-MODEL_HELP = ("Pick one, or type a Hugging Face model id or a local model folder (hub ids need internet). "
-              "Drafts also take ngram, layerskip:K and target.")
+MODEL_HELP = (
+    "Pick one, or type a Hugging Face model id or a local model folder (hub ids need internet). "
+    "Drafts also take ngram, layerskip:K and target."
+)
 ROOM_HELP = "This room offers these models; the presenter can load others."
 
 
 def target_picker(key: str) -> str:
     """The target: the embedded default, or any hub id / local folder typed in (not by a learner in a room)."""
     free = not room.locked()
-    return st.selectbox("Target", target_options(), key=key, accept_new_options=free,
-                        help=MODEL_HELP if free else ROOM_HELP)
+    return st.selectbox(
+        "Target", target_options(), key=key, accept_new_options=free, help=MODEL_HELP if free else ROOM_HELP
+    )
 
 
 def draft_picker(key: str) -> str:
     """A drafter from the registry, a shipped draft, or any compatible model typed in (not in a room)."""
     free = not room.locked()
-    return st.selectbox("Draft", draft_options(), key=key, accept_new_options=free,
-                        help=MODEL_HELP if free else ROOM_HELP)
+    return st.selectbox(
+        "Draft", draft_options(), key=key, accept_new_options=free, help=MODEL_HELP if free else ROOM_HELP
+    )
 
 
 def offered(options):
@@ -86,8 +95,10 @@ def offered(options):
 
 def pair_params(prefix: str) -> list[links.Param]:
     """The target and draft pickers of `pair_pickers(prefix, …)` in the URL."""
-    return [links.Param(f"{prefix}-target", "target", choices=offered(target_options)),
-            links.Param(f"{prefix}-draft", "draft", choices=offered(draft_options))]
+    return [
+        links.Param(f"{prefix}-target", "target", choices=offered(target_options)),
+        links.Param(f"{prefix}-draft", "draft", choices=offered(draft_options)),
+    ]
 
 
 def prompt_params(key: str) -> list[links.Param]:
@@ -97,18 +108,23 @@ def prompt_params(key: str) -> list[links.Param]:
 
 def decoding_params(key: str, with_gamma: bool = True) -> list[links.Param]:
     """The controls of `decoding_controls(key, …)` in the URL (those not shown are left out of it)."""
-    gamma = [links.Param(f"{key}-gamma", "gamma", int, limits=(1, APP_MAX_GAMMA)), links.Param(f"{key}-adaptive", "adaptive", bool),
-             links.Param(f"{key}-tree", "tree", int, limits=(0, APP_MAX_TREE_BUDGET)),
-             links.Param(f"{key}-branching", "branching", int, choices=lambda: (1, 2, 3, 4)),
-             links.Param(f"{key}-treemode", "tree_shape", choices=lambda: ("dynamic", "static"))]
+    gamma = [
+        links.Param(f"{key}-gamma", "gamma", int, limits=(1, APP_MAX_GAMMA)),
+        links.Param(f"{key}-adaptive", "adaptive", bool),
+        links.Param(f"{key}-tree", "tree", int, limits=(0, APP_MAX_TREE_BUDGET)),
+        links.Param(f"{key}-branching", "branching", int, choices=lambda: (1, 2, 3, 4)),
+        links.Param(f"{key}-treemode", "tree_shape", choices=lambda: ("dynamic", "static")),
+    ]
     return (gamma if with_gamma else []) + [
         links.Param(f"{key}-temp", "temperature", float, limits=(0, 2)),
         links.Param(f"{key}-topp", "top_p", float, limits=(0.05, 1)),
         links.Param(f"{key}-mode", "verification", choices=lambda: ("exact", "relaxed")),
-        links.Param(f"{key}-tol", "tolerance", float, limits=(0, 5)), links.Param(f"{key}-topk", "top_k", int, limits=(1, 20)),
+        links.Param(f"{key}-tol", "tolerance", float, limits=(0, 5)),
+        links.Param(f"{key}-topk", "top_k", int, limits=(1, 20)),
         links.Param(f"{key}-len", "lenience", float, limits=(0.05, 1)),
         links.Param(f"{key}-maxnew", "max_new", int, limits=(8, APP_MAX_NEW_TOKENS)),
-        links.Param(f"{key}-seed", "seed", int, limits=(0, 2**31 - 1)), links.Param(f"{key}-raw", "raw", bool),
+        links.Param(f"{key}-seed", "seed", int, limits=(0, 2**31 - 1)),
+        links.Param(f"{key}-raw", "raw", bool),
     ]
 
 
@@ -152,15 +168,22 @@ def error_box(what: str = "run"):
         st.error(f"Could not {what}: {OUT_OF_MEMORY}, or run SpecViz on a machine with more GPU memory.", icon="⚠️")
     except Exception as exc:  # noqa: BLE001 — never a traceback in front of a workshop
         _log.exception("unexpected error while trying to %s", what)  # ... but one in the server's log, to fix it
-        st.error(f"Could not {what}: unexpected {exc.__class__.__name__}: {str(exc)[:200]} (details in the server log)",
-                 icon="⚠️")
+        st.error(
+            f"Could not {what}: unexpected {exc.__class__.__name__}: {str(exc)[:200]} (details in the server log)",
+            icon="⚠️",
+        )
 
 
 def prompts_picker(key: str, runs_on: str) -> list[str]:
     """Several evaluation presets and/or a prompt of one's own, for sweeps."""
     rows = {row["id"]: row for rows in presets().values() for row in rows}
-    picked = st.multiselect(f"Prompts (evaluation presets; {runs_on})", list(rows), default=list(rows)[:1],
-                            key=f"{key}-prompts", format_func=lambda i: f"{rows[i]['category']} · {rows[i]['prompt'][:90]}")
+    picked = st.multiselect(
+        f"Prompts (evaluation presets; {runs_on})",
+        list(rows),
+        default=list(rows)[:1],
+        key=f"{key}-prompts",
+        format_func=lambda i: f"{rows[i]['category']} · {rows[i]['prompt'][:90]}",
+    )
     own = st.text_area("…and/or a prompt of your own", key=f"{key}-own", height=70)
     return [rows[i]["prompt"] for i in picked] + ([own] if own.strip() else [])
 
@@ -170,8 +193,12 @@ def prompt_picker(key: str, default_category: str = "chat") -> str:
     sets = presets()
     category = st.selectbox("Workload", CATEGORIES, index=CATEGORIES.index(default_category), key=f"{key}-cat")
     choices = [row["prompt"] for row in sets[category]]
-    preset = st.selectbox("Preset prompt", choices, key=f"{key}-preset-{category}",
-                          format_func=lambda s: s[:80] + ("…" if len(s) > 80 else ""))
+    preset = st.selectbox(
+        "Preset prompt",
+        choices,
+        key=f"{key}-preset-{category}",
+        format_func=lambda s: s[:80] + ("…" if len(s) > 80 else ""),
+    )
     state, text_key, shown = st.session_state, f"{key}-text", f"{key}-text-of"
     if text_key not in state or (shown in state and state[shown] != preset):  # the first time, keep a linked text
         state[text_key] = preset
@@ -182,14 +209,21 @@ def prompt_picker(key: str, default_category: str = "chat") -> str:
 def decoding_controls(key: str, with_gamma: bool = True, with_verification: bool = True) -> Decoding:
     """Sliders for γ, verification, sampling, length and seed; raises SpecVizError if out of range."""
     gamma = st.slider("Draft length γ", 1, APP_MAX_GAMMA, 4, key=f"{key}-gamma") if with_gamma else 4
-    adaptive = st.checkbox("Adaptive γ (+2 after a full accept, −1 otherwise)", key=f"{key}-adaptive") if with_gamma else False
+    adaptive = (
+        st.checkbox("Adaptive γ (+2 after a full accept, −1 otherwise)", key=f"{key}-adaptive") if with_gamma else False
+    )
     tree = tree_controls(key) if with_gamma else TreeShape()
     temperature = st.slider("Temperature (0 = greedy)", 0.0, 2.0, 0.0, 0.05, key=f"{key}-temp")
     top_p = st.slider("Top-p", 0.05, 1.0, 1.0, 0.05, key=f"{key}-topp", disabled=temperature == 0)
     verification = Verification()
     if with_verification:
-        mode = st.radio("Verification", ["exact", "relaxed"], horizontal=True, key=f"{key}-mode",
-                        help="exact is lossless; relaxed accepts near-misses and drifts from the target")
+        mode = st.radio(
+            "Verification",
+            ["exact", "relaxed"],
+            horizontal=True,
+            key=f"{key}-mode",
+            help="exact is lossless; relaxed accepts near-misses and drifts from the target",
+        )
         if mode == "relaxed" and temperature == 0:
             tol = st.slider("Tolerance τ (nats below the best token)", 0.0, 5.0, 1.0, 0.1, key=f"{key}-tol")
             top_k = st.slider("Accept drafts within the target's top-k", 1, 20, 3, key=f"{key}-topk")
@@ -199,23 +233,45 @@ def decoding_controls(key: str, with_gamma: bool = True, with_verification: bool
             verification = Verification("relaxed", lenience=lenience)
     max_new = st.slider("Max new tokens", 8, APP_MAX_NEW_TOKENS, 64, 8, key=f"{key}-maxnew")
     seed = st.number_input("Seed", 0, 2**31 - 1, 0, key=f"{key}-seed")
-    chat = not st.checkbox("Raw prompt (no chat template)", key=f"{key}-raw",
-                           help="By default the prompt is a user message in the target's chat template")
-    return Decoding(gamma=gamma, adaptive=adaptive, max_new_tokens=max_new, seed=int(seed), chat=chat,
-                    sampling=Sampling(temperature=temperature, top_p=top_p), verification=verification, tree=tree)
+    chat = not st.checkbox(
+        "Raw prompt (no chat template)",
+        key=f"{key}-raw",
+        help="By default the prompt is a user message in the target's chat template",
+    )
+    return Decoding(
+        gamma=gamma,
+        adaptive=adaptive,
+        max_new_tokens=max_new,
+        seed=int(seed),
+        chat=chat,
+        sampling=Sampling(temperature=temperature, top_p=top_p),
+        verification=verification,
+        tree=tree,
+    )
 
 
 def tree_controls(key: str) -> TreeShape:
     """The tree budget beside γ: 0 drafts a chain; N drafts a tree of N nodes, γ deep, verified in one forward."""
-    budget = st.slider("Token tree: nodes per round (0 = a chain of γ)", 0, APP_MAX_TREE_BUDGET, 0, key=f"{key}-tree",
-                       help="A tree drafts several candidates per position and the target verifies all N nodes in one "
-                            "forward (a chain of γ=N verifies as many). γ is then the tree's depth.")
+    budget = st.slider(
+        "Token tree: nodes per round (0 = a chain of γ)",
+        0,
+        APP_MAX_TREE_BUDGET,
+        0,
+        key=f"{key}-tree",
+        help="A tree drafts several candidates per position and the target verifies all N nodes in one "
+        "forward (a chain of γ=N verifies as many). γ is then the tree's depth.",
+    )
     if not budget:
         return TreeShape()
     branching = st.select_slider("Children per node", [1, 2, 3, 4], 2, key=f"{key}-branching")
-    mode = st.radio("Tree shape", ["dynamic", "static"], horizontal=True, key=f"{key}-treemode",
-                    help="dynamic: keep the nodes with the highest cumulative draft probability (EAGLE-2); "
-                         "static: the same shape every round")
+    mode = st.radio(
+        "Tree shape",
+        ["dynamic", "static"],
+        horizontal=True,
+        key=f"{key}-treemode",
+        help="dynamic: keep the nodes with the highest cumulative draft probability (EAGLE-2); "
+        "static: the same shape every round",
+    )
     return TreeShape(budget=budget, branching=branching, mode=mode)
 
 
@@ -254,13 +310,24 @@ def export_buttons(comparisons: dict[str, Comparison], key: str) -> None:
     if not comparisons:
         return
     c1, c2, c3 = st.columns(3)
-    c1.download_button("Runs (CSV)", tables.summary_frame(comparisons).to_csv(index=False), f"{key}-runs.csv",
-                       "text/csv", key=f"{key}-csv-runs")
+    c1.download_button(
+        "Runs (CSV)",
+        tables.summary_frame(comparisons).to_csv(index=False),
+        f"{key}-runs.csv",
+        "text/csv",
+        key=f"{key}-csv-runs",
+    )
     rounds = [tables.rounds_frame(c.spec).assign(run=name) for name, c in comparisons.items()]
-    c2.download_button("Rounds (CSV)", pd.concat(rounds).to_csv(index=False), f"{key}-rounds.csv", "text/csv",
-                       key=f"{key}-csv-rounds")
-    c3.download_button("Runs (JSON, replayable)", tables.to_json(comparisons), f"{key}-runs.json", "application/json",
-                       key=f"{key}-json")
+    c2.download_button(
+        "Rounds (CSV)", pd.concat(rounds).to_csv(index=False), f"{key}-rounds.csv", "text/csv", key=f"{key}-csv-rounds"
+    )
+    c3.download_button(
+        "Runs (JSON, replayable)",
+        tables.to_json(comparisons),
+        f"{key}-runs.json",
+        "application/json",
+        key=f"{key}-json",
+    )
 
 
 def load_export(uploaded) -> dict[str, Comparison]:

@@ -91,8 +91,11 @@ def show_shipped(key: str) -> None:
         st.info("The shipped race (assets/race/race.json) is missing: make it with scripts/record_race.py.")
         return
     first = next(iter(recording.runs.values()))
-    st.caption(f"{', '.join(recording.runs)} against {first.spec.target} alone on one prompt, γ={first.spec.settings['gamma']}, "
-               f"{first.spec.new_tokens} new tokens, greedy (every output identical to the target's), recorded on "
-               f"{recording.info.get('made_on', 'an unnamed machine')} ({recording.info.get('date', 'no date')}). "
-               f"Prompt: {first.spec.prompt[:100]}…")
+    st.caption(
+        f"{', '.join(recording.runs)} against {first.spec.target} alone on one prompt, "
+        f"γ={first.spec.settings['gamma']}, "
+        f"{first.spec.new_tokens} new tokens, greedy (every output identical to the target's), recorded on "
+        f"{recording.info.get('made_on', 'an unnamed machine')} ({recording.info.get('date', 'no date')}). "
+        f"Prompt: {first.spec.prompt[:100]}…"
+    )
     show(recording.runs, key)

@@ -21,13 +21,13 @@ from typing import Any
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from ..comparison import Comparison
 from ..config import Decoding
 from ..drafters import learns_across_runs
 from ..lab.measure import PAIRS
 from ..lab.worker import Cancelled, Worker
 from ..models import DEFAULT_TARGET
 from ..prompts import check_prompt
-from ..comparison import Comparison
 from . import room
 from .run_queue import RunQueue
 from .shared_runs import Measured, SharedRuns, run_key
@@ -136,9 +136,12 @@ def run_job(job: str, on_event: Callable[[Any], None] | None = None, **kwargs) -
         notes = _Notes()
 
         def starting(seconds: float) -> None:
-            notes.say(f"Starting the measurement worker, the separate process that loads the models and times runs "
-                      f"away from the web server ({_about(seconds)} s so far; its first start on a machine converts the "
-                      "default model, about 20 s).", icon="🚀")
+            notes.say(
+                f"Starting the measurement worker, the separate process that loads the models and times runs "
+                f"away from the web server ({_about(seconds)} s so far; its first start on a machine converts the "
+                "default model, about 20 s).",
+                icon="🚀",
+            )
 
         try:
             return svc.worker.run(job, kwargs, on_event=on_event, cancelled=visitor_left, on_wait=starting)
@@ -147,8 +150,9 @@ def run_job(job: str, on_event: Callable[[Any], None] | None = None, **kwargs) -
 
 
 # --- measured runs, shared between sessions -------------------------------------------------------------
-def measured_run(target: str, draft: str, prompt: str, settings: Decoding, fresh: bool = False,
-                 pairs: int = PAIRS) -> Comparison:
+def measured_run(
+    target: str, draft: str, prompt: str, settings: Decoding, fresh: bool = False, pairs: int = PAIRS
+) -> Comparison:
     """A speculative run timed in `pairs` pairs with the target alone, in the worker.
 
     An identical run (same target, drafter, prompt, settings, seed, pairs and what the drafter has learned) measured
@@ -160,8 +164,11 @@ def measured_run(target: str, draft: str, prompt: str, settings: Decoding, fresh
     note = st.empty()
 
     def on_join() -> None:
-        note.info("**An identical run is being measured for another session** (same target, drafter, prompt, settings "
-                  "and seed): yours will be served from that measurement as soon as it is done.", icon="🤝")
+        note.info(
+            "**An identical run is being measured for another session** (same target, drafter, prompt, settings "
+            "and seed): yours will be served from that measurement as soon as it is done.",
+            icon="🤝",
+        )
 
     def measure() -> Comparison:
         with st.spinner(f"Timing {draft} (γ={settings.gamma}) and the target alone in turn, {pairs} pairs…"):
@@ -203,5 +210,9 @@ def shared_note(comparison: Comparison) -> None:
 
 def fresh_checkbox(key: str, where=st) -> bool:
     """The learner's way past a shared measurement: time this run again, in the line like any other."""
-    return where.checkbox("Measure afresh", key=key, help="An identical run measured on this server before is shown as "
-                          "measured (labelled shared); tick to time it again yourself. It then waits its turn in the line.")
+    return where.checkbox(
+        "Measure afresh",
+        key=key,
+        help="An identical run measured on this server before is shown as "
+        "measured (labelled shared); tick to time it again yourself. It then waits its turn in the line.",
+    )

@@ -21,8 +21,8 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..config import Decoding
 from ..comparison import Comparison
+from ..config import Decoding
 
 KEPT = 64  # measurements kept per server (a few hundred kB each at most); the least recently used goes first
 

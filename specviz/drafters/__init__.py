@@ -28,9 +28,20 @@ from .base import Drafter, NoDrafter, Proposal, Reason, Timing, drop_last
 from .head import HeadDrafter, HybridDrafter
 from .model import ModelDrafter, layer_skip_view
 from .ngram import NgramDrafter
+from .registry import (
+                       DRAFTERS,
+                       Kind,
+                       Loader,
+                       Spec,
+                       build_drafter,
+                       head_folder,
+                       kind_of,
+                       learns_across_runs,
+                       offered,
+                       parse_spec,
+                       register,
+)
 from .suffix import SuffixDrafter
-from .registry import (DRAFTERS, Kind, Loader, Spec, build_drafter, head_folder, kind_of, learns_across_runs, offered,
-                       parse_spec, register)
 
 __all__ = ["AutoDrafter", "DRAFTERS", "Drafter", "HeadDrafter", "HybridDrafter", "Kind", "Loader", "ModelDrafter",
            "NgramDrafter", "NoDrafter", "Proposal", "Reason", "Spec", "SuffixDrafter", "Timing", "build_drafter",

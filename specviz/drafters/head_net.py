@@ -233,14 +233,19 @@ def load_head(folder: Path, target_model: torch.nn.Module, target_name: str) -> 
     embedding = target_model.get_input_embeddings().weight
     if (info.shape.hidden != config.hidden_size or info.target_layers != config.num_hidden_layers
             or info.target_vocab != embedding.shape[0]
-            or abs(embedding_check(embedding.float(), info.vocab) - info.embedding_check) > 1e-2 * (1 + abs(info.embedding_check))):
-        raise ConfigError(f"the head {Path(folder).name} was trained on {info.target} and reads only its hidden "
-                          f"states; {target_name} is a different model. Pick a head trained on {target_name}, or "
-                          "ngram / layerskip:K")
+            or abs(embedding_check(embedding.float(), info.vocab) - info.embedding_check)
+            > 1e-2 * (1 + abs(info.embedding_check))):
+        raise ConfigError(
+            f"the head {Path(folder).name} was trained on {info.target} and reads only its hidden "
+            f"states; {target_name} is a different model. Pick a head trained on {target_name}, or "
+            "ngram / layerskip:K"
+        )
     head = DraftHead(info.shape)
     try:
         head.load_state_dict({k: v.float() for k, v in load_file(str(Path(folder) / HEAD_WEIGHTS)).items()})
     except Exception as exc:  # noqa: BLE001 — any unreadable file is one message
-        raise ConfigError(f"the weights of the head {Path(folder).name} cannot be read ({exc}); train or copy it again") from exc
+        raise ConfigError(
+            f"the weights of the head {Path(folder).name} cannot be read ({exc}); train or copy it again"
+        ) from exc
     head.to(device=embedding.device, dtype=embedding.dtype).eval().requires_grad_(False)
     return prepare(head, embedding.device), info

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 
 import torch
+
 from ..errors import ConfigError
 from ..fast_path import GrowingCache
 from ..trees import Grown, TreeFeed, additive, grow, keep_branch

@@ -30,7 +30,8 @@ Loader = Callable[[str], LoadedModel]
 
 @dataclass(frozen=True)
 class Spec:
-    """A drafter spec, parsed once: its kind (a key of DRAFTERS), its argument, and a head's folder when it names one."""
+    """A drafter spec, parsed once: its kind (a key of DRAFTERS), its argument, and a head's folder when it names
+    one."""
 
     kind: str
     arg: str
@@ -48,8 +49,8 @@ def parse_spec(spec: str) -> Spec:
         return Spec(kind, arg, head_folder(arg))
     if kind in DRAFTERS and kind != "model":
         return Spec(kind, arg)
-    if spec.startswith("ngram+") and (folder := head_folder(spec[len("ngram+"):])):
-        return Spec("ngram+head", spec[len("ngram+"):], folder)
+    if spec.startswith("ngram+") and (folder := head_folder(spec[len("ngram+") :])):
+        return Spec("ngram+head", spec[len("ngram+") :], folder)
     if folder := head_folder(spec):
         return Spec("head", spec, folder)
     return Spec("model", arg if kind == "model" else spec)
@@ -111,8 +112,9 @@ def _head_drafter(spec: Spec, target: LoadedModel, load) -> Drafter:
     head, info = load_head(spec.folder, target.model, target.name)
     embedding = target.model.get_input_embeddings().weight
     vocab = torch.tensor(info.vocab, device=embedding.device)
-    return HeadDrafter(spec.folder.name, head, vocab, embedding, target.model.get_output_embeddings().weight,
-                       target.vocab_size)
+    return HeadDrafter(
+        spec.folder.name, head, vocab, embedding, target.model.get_output_embeddings().weight, target.vocab_size
+    )
 
 
 def _hybrid_drafter(spec: Spec, target: LoadedModel, load) -> Drafter:
@@ -162,22 +164,61 @@ def _models() -> list[str]:
 # The pickers list the kinds in this order: the copying drafters first (they pay off most on a CPU), then the
 # heads, the distilled drafts (still slower than the target alone on a CPU), the self-drafts and the control.
 DRAFTERS: dict[str, Kind] = {
-    "ngram": Kind(_ngram_drafter, "prompt lookup: continues the latest earlier match of the last 3 or 2 tokens; no model",
-                  "ngram or ngram:N", lambda: ["ngram"], peer="prompt lookup"),
-    "suffix": Kind(_suffix_drafter, "the longest earlier match in the prompt, the answer and the target's earlier answers, "
-                   "as a chain or a tree cut where it stops paying; no model", "suffix", lambda: ["suffix"], learns=True),
-    "auto": Kind(_auto_drafter, "each round the suffix drafter, a head or no draft, whichever promises the most tokens "
-                 "per target step", "auto or auto:HEAD", lambda: ["auto"], learns=True),
-    "ngram+head": Kind(_hybrid_drafter, "n-gram lookup when the context has a match, the draft head otherwise",
-                       "ngram+HEAD", lambda: [f"ngram+{h}" for h in _heads()]),
-    "head": Kind(_head_drafter, "a feature-level draft head (EAGLE-style) over the target's last hidden state",
-                 "HEAD or head:HEAD", _heads),
-    "model": Kind(_model_drafter, "a small causal LM with the target's tokenizer, with its own KV cache",
-                  "a model name, folder or hub id", _models, peer="assisted generation"),
-    "layerskip": Kind(_layerskip_drafter, "the target's first K layers as a self-draft; no extra weights",
-                      "layerskip:K", lambda: ["layerskip:4", "layerskip:8", "layerskip:15"], peer="assisted generation"),
-    "target": Kind(_target_drafter, "the target drafting for itself: every draft kept, at full cost (the control)",
-                   "target", lambda: ["target"], peer="assisted generation"),
+    "ngram": Kind(
+        _ngram_drafter,
+        "prompt lookup: continues the latest earlier match of the last 3 or 2 tokens; no model",
+        "ngram or ngram:N",
+        lambda: ["ngram"],
+        peer="prompt lookup",
+    ),
+    "suffix": Kind(
+        _suffix_drafter,
+        "the longest earlier match in the prompt, the answer and the target's earlier answers, "
+        "as a chain or a tree cut where it stops paying; no model",
+        "suffix",
+        lambda: ["suffix"],
+        learns=True,
+    ),
+    "auto": Kind(
+        _auto_drafter,
+        "each round the suffix drafter, a head or no draft, whichever promises the most tokens per target step",
+        "auto or auto:HEAD",
+        lambda: ["auto"],
+        learns=True,
+    ),
+    "ngram+head": Kind(
+        _hybrid_drafter,
+        "n-gram lookup when the context has a match, the draft head otherwise",
+        "ngram+HEAD",
+        lambda: [f"ngram+{h}" for h in _heads()],
+    ),
+    "head": Kind(
+        _head_drafter,
+        "a feature-level draft head (EAGLE-style) over the target's last hidden state",
+        "HEAD or head:HEAD",
+        _heads,
+    ),
+    "model": Kind(
+        _model_drafter,
+        "a small causal LM with the target's tokenizer, with its own KV cache",
+        "a model name, folder or hub id",
+        _models,
+        peer="assisted generation",
+    ),
+    "layerskip": Kind(
+        _layerskip_drafter,
+        "the target's first K layers as a self-draft; no extra weights",
+        "layerskip:K",
+        lambda: ["layerskip:4", "layerskip:8", "layerskip:15"],
+        peer="assisted generation",
+    ),
+    "target": Kind(
+        _target_drafter,
+        "the target drafting for itself: every draft kept, at full cost (the control)",
+        "target",
+        lambda: ["target"],
+        peer="assisted generation",
+    ),
 }
 
 

@@ -70,21 +70,37 @@ def level_record(role: str, info: client.ServerInfo, setup: EngineBench, concurr
     """One server at one concurrency: timings from this side, acceptance from the counters' difference."""
     tokens = sum(r.tokens for r in results)
     record = {
-        "schema": SCHEMA, "role": role, "url": info.url, "model": info.model, "server_version": info.version,
+        "schema": SCHEMA,
+        "role": role,
+        "url": info.url,
+        "model": info.model,
+        "server_version": info.version,
         "draft": setup.draft if role == SPECULATIVE else None,
-        "concurrency": concurrency, "requests": len(results), "max_new_tokens": setup.max_new_tokens,
-        "prompts": setup.prompt_source, "prompt_ids": sorted({r.prompt_id for r in results}),
-        "chat": setup.chat, "new_tokens": tokens, "fixed_length": all(r.tokens == setup.max_new_tokens for r in results),
-        "seconds": wall, "throughput": tokens / wall if wall > 0 else 0.0,
-        "ttft_s": _mean(r.ttft_s for r in results), "ttft_p50_s": statistics.median(r.ttft_s for r in results),
-        "itl_s": _mean(r.itl_s for r in results), "chunk_gap_s": _mean(r.chunk_gap_s for r in results),
-        "e2e_s": _mean(r.e2e_s for r in results), "e2e_p50_s": statistics.median(r.e2e_s for r in results),
+        "concurrency": concurrency,
+        "requests": len(results),
+        "max_new_tokens": setup.max_new_tokens,
+        "prompts": setup.prompt_source,
+        "prompt_ids": sorted({r.prompt_id for r in results}),
+        "chat": setup.chat,
+        "new_tokens": tokens,
+        "fixed_length": all(r.tokens == setup.max_new_tokens for r in results),
+        "seconds": wall,
+        "throughput": tokens / wall if wall > 0 else 0.0,
+        "ttft_s": _mean(r.ttft_s for r in results),
+        "ttft_p50_s": statistics.median(r.ttft_s for r in results),
+        "itl_s": _mean(r.itl_s for r in results),
+        "chunk_gap_s": _mean(r.chunk_gap_s for r in results),
+        "e2e_s": _mean(r.e2e_s for r in results),
+        "e2e_p50_s": statistics.median(r.e2e_s for r in results),
         "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     if delta is not None:
         record.update(
-            gamma=len(delta.per_position), drafts=delta.drafts, draft_tokens=delta.draft_tokens,
-            accepted=delta.accepted, accepted_per_position=delta.per_position,
+            gamma=len(delta.per_position),
+            drafts=delta.drafts,
+            draft_tokens=delta.draft_tokens,
+            accepted=delta.accepted,
+            accepted_per_position=delta.per_position,
             acceptance_rate=metrics.acceptance_rate(delta.accepted, delta.draft_tokens),
             mean_accepted_tokens=metrics.mean_accepted_tokens(tokens, delta.accepted),
             mean_acceptance_length=metrics.mean_acceptance_length(delta.accepted, delta.drafts),
@@ -101,8 +117,15 @@ def level_record(role: str, info: client.ServerInfo, setup: EngineBench, concurr
             record["position_reached"], record["position_accepted"] = reached, kept
             record["acceptance_by_position_reached"] = metrics.rates(kept, reached)
     record["per_request"] = [
-        {"id": r.prompt_id, "tokens": r.tokens, "ttft_s": r.ttft_s, "itl_s": r.itl_s, "e2e_s": r.e2e_s,
-         **({"spec": r.spec} if r.spec else {})} for r in results
+        {
+            "id": r.prompt_id,
+            "tokens": r.tokens,
+            "ttft_s": r.ttft_s,
+            "itl_s": r.itl_s,
+            "e2e_s": r.e2e_s,
+            **({"spec": r.spec} if r.spec else {}),
+        }
+        for r in results
     ]
     return record
 
@@ -125,11 +148,15 @@ def run(setup: EngineBench, out, progress=lambda message: print(message, file=sy
     with httpx.Client(timeout=client.TIMEOUT) as http:
         infos = {role: client.inspect(http, url) for role, url in urls.items()}
         if infos[SPECULATIVE].snapshot.spec is None:
-            raise SpecVizError(f"{urls[SPECULATIVE]} is a vLLM server without speculative decoding metrics "
-                               "(vllm:spec_decode_*): start it with --speculative-config, or give it as --baseline-url")
+            raise SpecVizError(
+                f"{urls[SPECULATIVE]} is a vLLM server without speculative decoding metrics "
+                "(vllm:spec_decode_*): start it with --speculative-config, or give it as --baseline-url"
+            )
         if BASELINE in infos and infos[BASELINE].snapshot.spec is not None:
-            raise SpecVizError(f"the --baseline-url {urls[BASELINE]} runs speculative decoding (it exports "
-                               "vllm:spec_decode_* counters); start the baseline without --speculative-config")
+            raise SpecVizError(
+                f"the --baseline-url {urls[BASELINE]} runs speculative decoding (it exports "
+                "vllm:spec_decode_* counters); start the baseline without --speculative-config"
+            )
         for role, info in infos.items():
             progress(f"{role}: {info.url} serves {info.model} (vLLM {info.version or 'version unknown'})")
             client.run_level(info.url, info.model, setup.prompts[:1], 1, WARMUP_TOKENS, setup.chat)
@@ -143,11 +170,15 @@ def run(setup: EngineBench, out, progress=lambda message: print(message, file=sy
                 delta = after - before if role == SPECULATIVE and after and before else None
                 row = level_record(role, info, setup, level, results, wall, delta)
                 if not row["fixed_length"]:
-                    progress(f"warning: {info.url} returned other than {setup.max_new_tokens} tokens for some requests "
-                             "(min_tokens / ignore_eos not honoured?)")
+                    progress(
+                        f"warning: {info.url} returned other than {setup.max_new_tokens} tokens for some requests "
+                        "(min_tokens / ignore_eos not honoured?)"
+                    )
                 rows.append(row)
-                progress(f"{role:<11} concurrency {level:>3}: {row['throughput']:8.1f} tokens/s"
-                         + (f", α {row['acceptance_rate']:.3f}" if delta is not None else ""))
+                progress(
+                    f"{role:<11} concurrency {level:>3}: {row['throughput']:8.1f} tokens/s"
+                    + (f", α {row['acceptance_rate']:.3f}" if delta is not None else "")
+                )
     add_speedups(rows)
     for row in rows:
         out.write(json.dumps(row) + "\n")
@@ -156,20 +187,32 @@ def run(setup: EngineBench, out, progress=lambda message: print(message, file=sy
 
 def summary_lines(rows: list[dict]) -> list[str]:
     """The terminal table: one line per server and concurrency."""
-    lines = [f"{'server':<11} {'conc':>4} {'req':>4} {'tok/s':>8} {'TTFT ms':>8} {'ITL ms':>7} {'E2E s':>7} "
-             f"{'α':>6} {'tok/fwd':>7} {'vLLM AL':>7} {'speedup':>7}  acceptance by position"]
+    lines = [
+        f"{'server':<11} {'conc':>4} {'req':>4} {'tok/s':>8} {'TTFT ms':>8} {'ITL ms':>7} {'E2E s':>7} "
+        f"{'α':>6} {'tok/fwd':>7} {'vLLM AL':>7} {'speedup':>7}  acceptance by position"
+    ]
     for r in rows:
         spec = r["role"] == SPECULATIVE
         lines.append(
-            f"{r['role']:<11} {r['concurrency']:>4} {r['requests']:>4} {r['throughput']:>8.1f} {r['ttft_s'] * 1e3:>8.1f} "
+            f"{r['role']:<11} {r['concurrency']:>4} {r['requests']:>4} {r['throughput']:>8.1f} "
+            f"{r['ttft_s'] * 1e3:>8.1f} "
             f"{r['itl_s'] * 1e3:>7.2f} {r['e2e_s']:>7.2f} "
-            + (f"{r['acceptance_rate']:>6.3f} {r['mean_accepted_tokens']:>7.2f} {r['mean_acceptance_length']:>7.2f} "
-               if spec else f"{'':>6} {'':>7} {'':>7} ")
+            + (
+                f"{r['acceptance_rate']:>6.3f} {r['mean_accepted_tokens']:>7.2f} {r['mean_acceptance_length']:>7.2f} "
+                if spec
+                else f"{'':>6} {'':>7} {'':>7} "
+            )
             + (f"{r['speedup']:>6.2f}x" if "speedup" in r else f"{'':>7}")
-            + ("  " + " ".join(f"{p:.2f}" for p in r.get("acceptance_by_position_reached") or r["acceptance_by_position"])
-               if spec else "")
+            + (
+                "  "
+                + " ".join(f"{p:.2f}" for p in r.get("acceptance_by_position_reached") or r["acceptance_by_position"])
+                if spec
+                else ""
+            )
         )
-    lines.append("(α = accepted ÷ drafted; tok/fwd = new tokens per target forward, SpecViz's mean accepted tokens per "
-                 "round; vLLM AL = vLLM's mean acceptance length, 1 + accepted ÷ drafts; speedup = output tokens/s ÷ "
-                 "the baseline's at the same concurrency)")
+    lines.append(
+        "(α = accepted ÷ drafted; tok/fwd = new tokens per target forward, SpecViz's mean accepted tokens per "
+        "round; vLLM AL = vLLM's mean acceptance length, 1 + accepted ÷ drafts; speedup = output tokens/s ÷ "
+        "the baseline's at the same concurrency)"
+    )
     return lines

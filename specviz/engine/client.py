@@ -139,14 +139,15 @@ async def stream_one(client: httpx.AsyncClient, url: str, model: str, item: dict
     start = time.perf_counter()
     ttft, tokens, spec, times = None, None, None, []
     try:
-        async with client.stream("POST", f"{url}{path}", json=request_body(model, item["prompt"], max_tokens, chat)) as r:
+        body = request_body(model, item["prompt"], max_tokens, chat)
+        async with client.stream("POST", f"{url}{path}", json=body) as r:
             if r.status_code != 200:
                 detail = (await r.aread()).decode("utf-8", "replace")
                 raise SpecVizError(f"{url} refused a request (HTTP {r.status_code}: {_server_message(detail)})")
             async for line in r.aiter_lines():
                 if not line.startswith("data:"):
                     continue
-                data = line[len("data:"):].strip()
+                data = line[len("data:") :].strip()
                 if data == "[DONE]":
                     break
                 chunk = json.loads(data)
@@ -176,11 +177,13 @@ def _server_message(body: str) -> str:
     return " ".join(str(message).split())[:200]
 
 
-async def _level(url: str, model: str, items: list[dict], concurrency: int, max_tokens: int,
-                 chat: bool) -> list[RequestResult]:
+async def _level(
+    url: str, model: str, items: list[dict], concurrency: int, max_tokens: int, chat: bool
+) -> list[RequestResult]:
     gate = asyncio.Semaphore(concurrency)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(timeout=TIMEOUT, limits=limits) as client:
+
         async def one(item):
             async with gate:
                 return await stream_one(client, url, model, item, max_tokens, chat)
@@ -188,8 +191,9 @@ async def _level(url: str, model: str, items: list[dict], concurrency: int, max_
         return list(await asyncio.gather(*(one(item) for item in items)))
 
 
-def run_level(url: str, model: str, items: list[dict], concurrency: int, max_tokens: int,
-              chat: bool) -> tuple[list[RequestResult], float]:
+def run_level(
+    url: str, model: str, items: list[dict], concurrency: int, max_tokens: int, chat: bool
+) -> tuple[list[RequestResult], float]:
     """All items with at most `concurrency` in flight; the results and the wall time of the level."""
     start = time.perf_counter()
     results = _run(_level(url, model, items, concurrency, max_tokens, chat))

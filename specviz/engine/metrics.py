@@ -74,18 +74,22 @@ def parse(text: str) -> Snapshot:
                         raise ValueError(f"{PER_POSITION} without a position label")
                     per_position[pos] = per_position.get(pos, 0.0) + sample.value
                 elif sample.name.endswith("_total"):
-                    totals[sample.name[: -len("_total")]] = totals.get(sample.name[: -len("_total")], 0.0) + sample.value
+                    totals[sample.name[: -len("_total")]] = (
+                        totals.get(sample.name[: -len("_total")], 0.0) + sample.value
+                    )
     except ValueError as exc:
         raise SpecVizError(f"the /metrics text is not Prometheus exposition format ({str(exc)[:120]})") from None
     spec = None
     if DRAFTS in totals and DRAFT_TOKENS in totals and ACCEPTED in totals:
         width = max(per_position, default=-1) + 1
-        spec = SpecCounters(totals[DRAFTS], totals[DRAFT_TOKENS], totals[ACCEPTED],
-                            [per_position.get(i, 0.0) for i in range(width)])
+        spec = SpecCounters(
+            totals[DRAFTS], totals[DRAFT_TOKENS], totals[ACCEPTED], [per_position.get(i, 0.0) for i in range(width)]
+        )
     return Snapshot(is_vllm, spec, totals.get(GENERATION_TOKENS, 0.0))
 
 
 # --- SpecViz's definitions over engine counts ------------------------------------------------------
+
 
 def acceptance_rate(accepted: float, draft_tokens: float) -> float:
     """α = accepted ÷ drafted (0 when nothing was drafted), as `Run.acceptance_rate`."""

@@ -79,11 +79,15 @@ def load_lab(text: str | bytes) -> list[dict]:
     rows = _lines(text, "bench")
     for row in rows:
         if row.get("schema") == SCHEMA:
-            raise SpecVizError("this is an engine-bench result; load it as the engine run, and a `bench` file as the lab run")
+            raise SpecVizError(
+                "this is an engine-bench result; load it as the engine run, and a `bench` file as the lab run"
+            )
         missing = [f for f in LAB_FIELDS if f not in row]
         if missing:
-            raise SpecVizError(f"not a SpecViz bench result (missing {', '.join(missing)}); "
-                               "make one with python -m specviz bench --draft ngram --prompts eval --out FILE")
+            raise SpecVizError(
+                f"not a SpecViz bench result (missing {', '.join(missing)}); "
+                "make one with python -m specviz bench --draft ngram --prompts eval --out FILE"
+            )
     return rows
 
 
@@ -99,10 +103,17 @@ def engine_acceptance(rows: list[dict]) -> Acceptance:
         by_position = metrics.rates(_sum_lists(r["position_accepted"] for r in spec), reached)
     else:
         by_position = metrics.acceptance_by_position(_sum_lists(r["accepted_per_position"] for r in spec), drafts)
-    return Acceptance(f"vLLM {spec[0].get('server_version', '')}".strip(), spec[0].get("draft") or "?",
-                      len({i for r in spec for i in r.get("prompt_ids", [])}), drafted, accepted,
-                      metrics.acceptance_rate(accepted, drafted), metrics.mean_accepted_tokens(tokens, accepted),
-                      metrics.mean_acceptance_length(accepted, drafts), by_position)
+    return Acceptance(
+        f"vLLM {spec[0].get('server_version', '')}".strip(),
+        spec[0].get("draft") or "?",
+        len({i for r in spec for i in r.get("prompt_ids", [])}),
+        drafted,
+        accepted,
+        metrics.acceptance_rate(accepted, drafted),
+        metrics.mean_accepted_tokens(tokens, accepted),
+        metrics.mean_acceptance_length(accepted, drafts),
+        by_position,
+    )
 
 
 def lab_drafts(rows: list[dict]) -> list[str]:
@@ -121,12 +132,21 @@ def lab_acceptance(rows: list[dict], draft: str, prompt_ids: list[str] | None = 
     tokens, rounds = sum(r["new_tokens"] for r in mine), sum(r["rounds"] for r in mine)
     by_position: list[float] = []
     if all("position_reached" in r for r in mine):
-        by_position = metrics.rates(_sum_lists(r["position_accepted"] for r in mine),
-                                    _sum_lists(r["position_reached"] for r in mine))
+        by_position = metrics.rates(
+            _sum_lists(r["position_accepted"] for r in mine), _sum_lists(r["position_reached"] for r in mine)
+        )
     drafting = sum(r["drafting_rounds"] for r in mine) if all("drafting_rounds" in r for r in mine) else 0
-    return Acceptance("SpecViz lab", draft, len(mine), drafted, accepted, metrics.acceptance_rate(accepted, drafted),
-                      tokens / rounds if rounds else 0.0,
-                      metrics.mean_acceptance_length(accepted, drafting) if drafting else 0.0, by_position)
+    return Acceptance(
+        "SpecViz lab",
+        draft,
+        len(mine),
+        drafted,
+        accepted,
+        metrics.acceptance_rate(accepted, drafted),
+        tokens / rounds if rounds else 0.0,
+        metrics.mean_acceptance_length(accepted, drafting) if drafting else 0.0,
+        by_position,
+    )
 
 
 def lab_speedup(rows: list[dict], draft: str) -> float:
@@ -136,8 +156,19 @@ def lab_speedup(rows: list[dict], draft: str) -> float:
 
 def levels_frame(rows: list[dict]) -> pd.DataFrame:
     """One row per server and concurrency: what engine-bench measured there."""
-    cols = ["role", "concurrency", "requests", "throughput", "ttft_s", "itl_s", "e2e_s", "acceptance_rate",
-            "mean_accepted_tokens", "speedup", "latency_speedup"]
+    cols = [
+        "role",
+        "concurrency",
+        "requests",
+        "throughput",
+        "ttft_s",
+        "itl_s",
+        "e2e_s",
+        "acceptance_rate",
+        "mean_accepted_tokens",
+        "speedup",
+        "latency_speedup",
+    ]
     frame = pd.DataFrame([{c: r.get(c) for c in cols} for r in rows])
     frame["ttft_ms"], frame["itl_ms"] = frame.pop("ttft_s") * 1e3, frame.pop("itl_s") * 1e3
     return frame.sort_values(["concurrency", "role"], ascending=[True, False], ignore_index=True)
@@ -147,13 +178,15 @@ def speedup_frame(rows: list[dict]) -> pd.DataFrame:
     """Speedup per concurrency (speculative rows that have a baseline), in concurrency order."""
     spec = sorted((r for r in rows if r["role"] == SPECULATIVE and "speedup" in r), key=lambda r: r["concurrency"])
     base = {r["concurrency"]: r for r in rows if r["role"] == BASELINE}
-    return pd.DataFrame({
-        "concurrency": [r["concurrency"] for r in spec],
-        "speedup": [r["speedup"] for r in spec],
-        "latency_speedup": [r["latency_speedup"] for r in spec],
-        "throughput": [r["throughput"] for r in spec],
-        "baseline_throughput": [base[r["concurrency"]]["throughput"] for r in spec],
-    })
+    return pd.DataFrame(
+        {
+            "concurrency": [r["concurrency"] for r in spec],
+            "speedup": [r["speedup"] for r in spec],
+            "latency_speedup": [r["latency_speedup"] for r in spec],
+            "throughput": [r["throughput"] for r in spec],
+            "baseline_throughput": [base[r["concurrency"]]["throughput"] for r in spec],
+        }
+    )
 
 
 def run_caption(rows: list[dict]) -> str:
@@ -161,14 +194,19 @@ def run_caption(rows: list[dict]) -> str:
     r = rows[0]
     spec = next((x for x in rows if x["role"] == SPECULATIVE), r)
     servers = "speculative and baseline servers" if any(x["role"] == BASELINE for x in rows) else "a speculative server"
-    return (f"{spec.get('draft') or 'unnamed drafter'} (γ={spec.get('gamma', '?')}) on vLLM {r.get('server_version') or '?'} "
-            f"serving {r['model']}: {servers} · prompts {r.get('prompts', '?')} ({len(spec.get('prompt_ids', []))}) · "
-            f"{r.get('max_new_tokens', '?')} tokens per request · concurrency "
-            f"{', '.join(str(c) for c in sorted({x['concurrency'] for x in rows}))} · recorded {r.get('recorded_at', '?')}")
+    return (
+        f"{spec.get('draft') or 'unnamed drafter'} (γ={spec.get('gamma', '?')}) on vLLM "
+        f"{r.get('server_version') or '?'} "
+        f"serving {r['model']}: {servers} · prompts {r.get('prompts', '?')} ({len(spec.get('prompt_ids', []))}) · "
+        f"{r.get('max_new_tokens', '?')} tokens per request · concurrency "
+        f"{', '.join(str(c) for c in sorted({x['concurrency'] for x in rows}))} · recorded {r.get('recorded_at', '?')}"
+    )
 
 
 def _sum_lists(lists) -> list[float]:
     out: list[float] = []
     for values in lists:
-        out = [a + b for a, b in zip(out + [0] * (len(values) - len(out)), list(values) + [0] * (len(out) - len(values)))]
+        out = [
+            a + b for a, b in zip(out + [0] * (len(values) - len(out)), list(values) + [0] * (len(out) - len(values)))
+        ]
     return out

@@ -15,11 +15,11 @@ import statistics
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
+from ..comparison import Comparison
 from ..config import Decoding
 from ..drafters import Drafter
 from ..models import LoadedModel
 from ..race import latency_fields
-from ..comparison import Comparison
 from .measure import WARMUP_TOKENS, compare, machine, warm_up
 from .peer import hf_generate
 from .quality import CHECKABLE, final_answer_match, final_number
@@ -51,13 +51,26 @@ def bench_rows(target: LoadedModel, makers: dict[str, Callable[[], Drafter]], pr
             c = compare(target, make, item["prompt"], variant, pairs=pairs, warm=False)
             row = {"id": item["id"], "category": item.get("category"), **c.summary()}
             reached, accepted = c.spec.position_counts()
-            row.update(draft=spec, gamma=variant.gamma, text=c.spec.text, baseline_text=c.baseline.text,
-                       max_new_tokens=variant.max_new_tokens, repeats=pairs, machine=where,
-                       pair_ratios=c.pair_ratios,
-                       position_reached=reached, position_accepted=accepted,
-                       drafting_rounds=c.spec.drafting_rounds, chat=variant.chat, shape=tree_label(variant),
-                       tree_budget=variant.tree.budget, tree_branching=variant.tree.branching,
-                       tree_mode=variant.tree.mode, verified_per_round=c.spec.mean_verified, **latency_fields(c.spec, c.baseline))
+            row.update(
+                draft=spec,
+                gamma=variant.gamma,
+                text=c.spec.text,
+                baseline_text=c.baseline.text,
+                max_new_tokens=variant.max_new_tokens,
+                repeats=pairs,
+                machine=where,
+                pair_ratios=c.pair_ratios,
+                position_reached=reached,
+                position_accepted=accepted,
+                drafting_rounds=c.spec.drafting_rounds,
+                chat=variant.chat,
+                shape=tree_label(variant),
+                tree_budget=variant.tree.budget,
+                tree_branching=variant.tree.branching,
+                tree_mode=variant.tree.mode,
+                verified_per_round=c.spec.mean_verified,
+                **latency_fields(c.spec, c.baseline),
+            )
             if item.get("category") in CHECKABLE:
                 row.update(answer_fields(c))
             if compare_hf:
@@ -68,13 +81,21 @@ def bench_rows(target: LoadedModel, makers: dict[str, Callable[[], Drafter]], pr
 def answer_fields(c: Comparison) -> dict:
     """Task quality of a math prompt: the final number of the run and of the target alone, and whether they match
     (the prompts carry no reference answers: the target alone's final number is the reference)."""
-    return {"final_answer": final_number(c.spec.text), "baseline_final_answer": final_number(c.baseline.text),
-            "final_answer_match": final_answer_match(c.spec.text, c.baseline.text),
-            "final_answer_reference": "target alone"}
+    return {
+        "final_answer": final_number(c.spec.text),
+        "baseline_final_answer": final_number(c.baseline.text),
+        "final_answer_match": final_answer_match(c.spec.text, c.baseline.text),
+        "final_answer_reference": "target alone",
+    }
 
 
-def warm_up_bench(target: LoadedModel, makers: dict[str, Callable[[], Drafter]], prompts: list[dict],
-                  variants: list[Decoding], compare_hf: bool = False) -> None:
+def warm_up_bench(
+    target: LoadedModel,
+    makers: dict[str, Callable[[], Drafter]],
+    prompts: list[dict],
+    variants: list[Decoding],
+    compare_hf: bool = False,
+) -> None:
     """Every drafter and variant (and transformers' generate) once on the first prompt, so no timed run is a first."""
     settings = variants[0]
     first = prompts[0]["prompt"]

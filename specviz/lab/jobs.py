@@ -14,11 +14,11 @@ from typing import Any
 
 import torch
 
+from ..comparison import Comparison
 from ..config import Decoding
 from ..drafters import build_drafter, learns_across_runs
 from ..errors import OUT_OF_MEMORY
 from ..models import LoadedModel
-from ..comparison import Comparison
 from . import measure, quality, sweeps
 
 

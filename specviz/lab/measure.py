@@ -19,12 +19,12 @@ from pathlib import Path
 
 import torch
 
+from ..comparison import Comparison
 from ..config import Decoding
 from ..decode import encode_prompt, generate
 from ..drafters import Drafter
 from ..models import LoadedModel
 from ..records import Run
-from ..comparison import Comparison
 
 WARMUP_TOKENS = 4
 PAIRS = 3  # timed pairs of a comparison in the app and `run`: a median and a spread (bench times 1 per prompt)
@@ -46,7 +46,9 @@ def timed(
     target: LoadedModel, make_drafter: Callable[[], Drafter] | None, prompt: str, settings: Decoding, repeats: int = 1
 ) -> tuple[Run, list[float]]:
     """The first run's record and the wall times of all repeats (a fresh drafter for each)."""
-    runs = [generate(target, make_drafter() if make_drafter else None, prompt, settings) for _ in range(max(1, repeats))]
+    runs = [
+        generate(target, make_drafter() if make_drafter else None, prompt, settings) for _ in range(max(1, repeats))
+    ]
     return runs[0], [r.seconds for r in runs]
 
 
@@ -82,8 +84,9 @@ def compare(
     ratios = [b.seconds / s.seconds if s.seconds > 0 else 0.0 for b, s in runs]
     middle = sorted(range(len(runs)), key=ratios.__getitem__)[(len(runs) - 1) // 2]  # the (lower) median pair
     base, spec = runs[middle]
-    return Comparison(spec, base, spec_times=[s.seconds for _, s in runs], baseline_times=[b.seconds for b, _ in runs],
-                      paired=True)
+    return Comparison(
+        spec, base, spec_times=[s.seconds for _, s in runs], baseline_times=[b.seconds for b, _ in runs], paired=True
+    )
 
 
 NOISY_SPREAD = 0.15  # pairs whose ratios range over more than 15% of their median cannot pin the speedup down
@@ -94,7 +97,9 @@ def speedup_text(c: Comparison) -> str:
     low, high = c.speedup_range
     if c.pairs >= 2:
         return f"{c.speedup:.2f}× ({low:.2f}–{high:.2f} over {c.pairs} pairs)"
-    return f"{c.speedup:.2f}× (" + ("1 pair: no spread" if c.pairs == 1 else "timed once, not in pairs: no spread") + ")"
+    return (
+        f"{c.speedup:.2f}× (" + ("1 pair: no spread" if c.pairs == 1 else "timed once, not in pairs: no spread") + ")"
+    )
 
 
 def noise_warning(c: Comparison) -> str | None:
@@ -103,11 +108,15 @@ def noise_warning(c: Comparison) -> str | None:
     if c.pairs < 2 or c.speedup <= 0 or (high - low) / c.speedup <= NOISY_SPREAD:
         return None
     if low < 1 < high:
-        return (f"The {c.pairs} timed pairs range from {low:.2f}× to {high:.2f}×: timing noise is larger than the "
-                "effect, so these runs cannot tell whether speculative decoding was faster. The machine was busy "
-                "(other runs, other programs); run again, or with more tokens.")
-    return (f"The {c.pairs} timed pairs range from {low:.2f}× to {high:.2f}×: the machine was busy while they ran, so "
-            f"the speedup lies somewhere in that range and the median ({c.speedup:.2f}×) is not a precise figure.")
+        return (
+            f"The {c.pairs} timed pairs range from {low:.2f}× to {high:.2f}×: timing noise is larger than the "
+            "effect, so these runs cannot tell whether speculative decoding was faster. The machine was busy "
+            "(other runs, other programs); run again, or with more tokens."
+        )
+    return (
+        f"The {c.pairs} timed pairs range from {low:.2f}× to {high:.2f}×: the machine was busy while they ran, so "
+        f"the speedup lies somewhere in that range and the median ({c.speedup:.2f}×) is not a precise figure."
+    )
 
 
 def median(values: list[float]) -> float:

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import math
 import re
-from decimal import Decimal, InvalidOperation
 from dataclasses import dataclass, field, replace
+from decimal import Decimal, InvalidOperation
 from typing import Callable, Sequence
 
 import pandas as pd
@@ -29,12 +29,12 @@ import sacrebleu
 import torch
 from rouge_score import rouge_scorer
 
+from ..comparison import Comparison
 from ..config import Decoding, Verification
 from ..drafters import Drafter
 from ..errors import ConfigError
 from ..models import LoadedModel
 from ..records import Run, token_agreement
-from ..comparison import Comparison
 from . import measure
 
 TAU, LENIENCE = "tau", "lenience"
@@ -316,7 +316,9 @@ def tolerance_sweep(
 
     def measure_rule(rule: Verification, warm: bool) -> list[Comparison]:
         run_settings = replace(settings, verification=rule)
-        return [measure.compare(target, make_drafter, prompt, run_settings, pairs=pairs, warm=warm) for prompt in prompts]
+        return [
+            measure.compare(target, make_drafter, prompt, run_settings, pairs=pairs, warm=warm) for prompt in prompts
+        ]
 
     reference_runs = measure_rule(exact.verification, warm=True)
     references = [c.spec for c in reference_runs]
@@ -324,7 +326,9 @@ def tolerance_sweep(
         parameter=TAU if settings.sampling.greedy else LENIENCE,
         settings=exact.to_dict(),
         top_k=top_k if settings.sampling.greedy else None,
-        reference=SweepPoint("exact", None, exact.verification, reference_runs, quality(target, references, references)),
+        reference=SweepPoint(
+            "exact", None, exact.verification, reference_runs, quality(target, references, references)
+        ),
         planned=len(values),
     )
     if on_point:

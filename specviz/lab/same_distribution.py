@@ -136,4 +136,5 @@ def closeness(record: LabRecord) -> Closeness:
     """TV of exact and relaxed against the target alone, and the noise band they are judged by."""
     ref = record.first_tokens[ALONE]
     n = len(record.first_tokens[EXACT])
-    return Closeness({name: tv(ref, record.first_tokens[name]) for name in (EXACT, RELAXED)}, noise_band(ref, n), len(ref))
+    distances = {name: tv(ref, record.first_tokens[name]) for name in (EXACT, RELAXED)}
+    return Closeness(distances, noise_band(ref, n), len(ref))

@@ -20,12 +20,12 @@ from dataclasses import dataclass, field, replace
 import pandas as pd
 
 from .. import theory
+from ..comparison import Comparison, pooled_pair_ratios
 from ..config import MAX_GAMMA, Decoding, TreeShape
 from ..drafters import Loader, build_drafter
 from ..errors import ConfigError
 from ..models import LoadedModel, load_model
 from ..records import Run
-from ..comparison import Comparison, pooled_pair_ratios
 from . import measure
 
 MIN_DRAFTS, MAX_DRAFTS = 2, 4  # a comparison of one is no comparison; more than four is unreadable
@@ -124,10 +124,15 @@ def gamma_sweep(
         raise ConfigError("no draft length γ to measure; pick a range such as 1 to 8")
     at_gamma = {g: replace(settings, gamma=g, tree=TreeShape()) for g in gammas}  # refuses an out-of-range γ up front
     shape = settings.tree if settings.tree.on else TreeShape(budget=1)
-    as_tree = {g: replace(settings, gamma=tree_depth, tree=replace(shape, budget=g)) for g in gammas} if tree_depth else {}
+    as_tree = (
+        {g: replace(settings, gamma=tree_depth, tree=replace(shape, budget=g)) for g in gammas} if tree_depth else {}
+    )
     _check_prompts(prompts)
     build_drafter(draft, target, load)  # refuse an unknown or incompatible draft before timing anything
-    make = lambda: build_drafter(draft, target, load)  # a fresh drafter per run
+
+    def make():  # a fresh drafter per run
+        return build_drafter(draft, target, load)
+
     points: list[Point] = []
     total = len(prompts) * len(gammas) * (2 if as_tree else 1)
     for index, prompt in enumerate(prompts):
@@ -143,7 +148,9 @@ def gamma_sweep(
             if on_point:
                 on_point(points[-1], len(points), total)
             if gamma in as_tree and not (should_stop and should_stop()):
-                c = measure.compare(target, make, prompt, as_tree[gamma], pairs=pairs, warm=False, should_stop=should_stop)
+                c = measure.compare(
+                    target, make, prompt, as_tree[gamma], pairs=pairs, warm=False, should_stop=should_stop
+                )
                 points.append(Point(index, tree_label(draft), gamma, c))
                 if on_point:
                     on_point(points[-1], len(points), total)
@@ -200,7 +207,11 @@ def variants(drafts: list[str], settings: Decoding) -> list[tuple[str, str, Deco
         return [(spec, spec, settings) for spec in drafts]
     n = settings.tree.budget
     chain = replace(settings, gamma=min(n, MAX_GAMMA), tree=TreeShape())
-    return [row for spec in drafts for row in ((f"{spec} · tree {n}", spec, settings), (f"{spec} · chain γ={n}", spec, chain))]
+    return [
+        row
+        for spec in drafts
+        for row in ((f"{spec} · tree {n}", spec, settings), (f"{spec} · chain γ={n}", spec, chain))
+    ]
 
 
 def check_draft_count(drafts: list[str]) -> None:
@@ -223,11 +234,39 @@ def draft_parameters(spec: str, target: LoadedModel, load: Loader = load_model) 
 
 
 # --- aggregates (no model calls) ---------------------------------------------------------------
-GAMMA_COLUMNS = ["gamma", "alpha", "alpha_theory", "mean_accepted", "speedup", "speedup_low", "speedup_high",
-                 "theoretical_speedup", "c", "verify_cost",
-                 "draft_ms_per_token", "tokens_per_s", "baseline_tokens_per_s", "identical", "prompts"]
-DRAFT_COLUMNS = ["draft", "parameters", "draft_ms_per_token", "c", "alpha", "alpha_theory", "mean_accepted", "speedup",
-                 "speedup_low", "speedup_high", "theoretical_speedup", "tokens_per_s", "identical", "prompts"]
+GAMMA_COLUMNS = [
+    "gamma",
+    "alpha",
+    "alpha_theory",
+    "mean_accepted",
+    "speedup",
+    "speedup_low",
+    "speedup_high",
+    "theoretical_speedup",
+    "c",
+    "verify_cost",
+    "draft_ms_per_token",
+    "tokens_per_s",
+    "baseline_tokens_per_s",
+    "identical",
+    "prompts",
+]
+DRAFT_COLUMNS = [
+    "draft",
+    "parameters",
+    "draft_ms_per_token",
+    "c",
+    "alpha",
+    "alpha_theory",
+    "mean_accepted",
+    "speedup",
+    "speedup_low",
+    "speedup_high",
+    "theoretical_speedup",
+    "tokens_per_s",
+    "identical",
+    "prompts",
+]
 
 
 def _pooled(points: list[Point]) -> dict:
@@ -278,7 +317,8 @@ def best_gamma(frame: pd.DataFrame) -> int | None:
 
 
 def overall_alpha_c(points: list[Point]) -> tuple[float, float]:
-    """The theory's per-token α pooled over the whole sweep and the mean c: what the smooth theory curve is drawn from."""
+    """The theory's per-token α pooled over the whole sweep and the mean c: what the smooth theory curve is drawn
+    from."""
     pooled = _pooled(points)
     return pooled["alpha_theory"], pooled["c"]
 

@@ -221,8 +221,10 @@ class Worker:
         self._close()
         self._process, self._ready = None, False
         _log.error("the measurement worker ended (exit code %s)", code)
-        return WorkerDied(f"the measurement worker stopped during this run (exit code {code}), so nothing was measured; "
-                          "it starts again with the next run: press Run again")
+        return WorkerDied(
+            f"the measurement worker stopped during this run (exit code {code}), so nothing was measured; "
+            "it starts again with the next run: press Run again"
+        )
 
 
 def _error(kind: str, message: str) -> Exception:
@@ -309,8 +311,9 @@ def yield_to_the_worker(server: int, nice: int) -> None:
         _log.warning("the measurement worker could not lower the web server's priority: %s", exc)
 
 
-def _run_one(conn: Connection, message: tuple, jobs, load, state, cancel: threading.Event, current: list,
-             given_up: set[int]) -> None:
+def _run_one(
+    conn: Connection, message: tuple, jobs, load, state, cancel: threading.Event, current: list, given_up: set[int]
+) -> None:
     """Run one job and answer: its result, that it was cancelled, or its error in one line."""
     _, job_id, job, kwargs = message
     cancel.clear()
@@ -333,6 +336,7 @@ def _run_one(conn: Connection, message: tuple, jobs, load, state, cancel: thread
     finally:
         current[0] = None
     conn.send(answer)
+
 
 if __name__ == "__main__":
     serve(Connection(int(sys.argv[1])))

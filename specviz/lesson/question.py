@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..records import Round
-
 from ..comparison import Comparison
+from ..records import Round
 
 
 @dataclass(frozen=True)

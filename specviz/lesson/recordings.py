@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from ..comparison import Comparison, load_comparisons
 from ..config import Decoding, Sampling, TreeShape, Verification
 from ..drafters import Loader, build_drafter
 from ..errors import SpecVizError
@@ -29,7 +30,6 @@ from ..lab.same_distribution import LabRecord, LabSetup, sample_first_tokens
 from ..models import LoadedModel
 from ..prompts import load_prompt_set
 from ..records import Run
-from ..comparison import Comparison, load_comparisons
 
 LESSON_DIR = Path(__file__).resolve().parents[2] / "assets" / "lesson"
 RUNS, LAB, MANIFEST = "runs.json", "lab.json", "manifest.json"
@@ -118,17 +118,32 @@ def slim(run: Run, full: bool) -> Run:
     run = replace(run, prefill_seconds=_round4(run.prefill_seconds), seconds=_round4(run.seconds))
     rounds = []
     for r in run.rounds:
-        alternatives = [[replace(a, p=_round4(a.p), q=_round4(a.q)) for a in pos] for pos in r.alternatives] if full else []
-        rounds.append(replace(r, q=[_round4(v) for v in r.q], p=[_round4(v) if v is not None else None for v in r.p],
-                              next_p=_round4(r.next_p), draft_seconds=_round4(r.draft_seconds),
-                              verify_seconds=_round4(r.verify_seconds), alternatives=alternatives))
+        alternatives = (
+            [[replace(a, p=_round4(a.p), q=_round4(a.q)) for a in pos] for pos in r.alternatives] if full else []
+        )
+        rounds.append(
+            replace(
+                r,
+                q=[_round4(v) for v in r.q],
+                p=[_round4(v) if v is not None else None for v in r.p],
+                next_p=_round4(r.next_p),
+                draft_seconds=_round4(r.draft_seconds),
+                verify_seconds=_round4(r.verify_seconds),
+                alternatives=alternatives,
+            )
+        )
     run.rounds = rounds
     return run
 
 
 def slim_comparison(c: Comparison, full: bool) -> Comparison:
-    return Comparison(slim(c.spec, full), slim(c.baseline, False), [_round4(t) for t in c.spec_times],
-                      [_round4(t) for t in c.baseline_times], c.paired)
+    return Comparison(
+        slim(c.spec, full),
+        slim(c.baseline, False),
+        [_round4(t) for t in c.spec_times],
+        [_round4(t) for t in c.baseline_times],
+        c.paired,
+    )
 
 
 def record_runs(
@@ -169,8 +184,15 @@ def lab_made(folder: Path) -> dict:
     return info.get("lab_made") or {"made_by": info["made_by"], "made_on": info["made_on"], "date": info["date"]}
 
 
-def manifest(all_recipes: list[Recipe], lab: LabSetup, command: str, drafts: list[str], repeats: int,
-             seconds: float, lab_made: dict | None = None) -> dict:
+def manifest(
+    all_recipes: list[Recipe],
+    lab: LabSetup,
+    command: str,
+    drafts: list[str],
+    repeats: int,
+    seconds: float,
+    lab_made: dict | None = None,
+) -> dict:
     """How the recordings were made: the command, the machine, and every run's draft, prompt and settings.
     `lab_made`: where the lab was kept from an earlier recording (--keep-lab), that recording's command, machine
     and date. Each run's entry also says when and by which command it was made (see `merge`)."""
@@ -181,15 +203,25 @@ def manifest(all_recipes: list[Recipe], lab: LabSetup, command: str, drafts: lis
         "recording_seconds": round(seconds, 1),
         "drafts": drafts,
         "repeats": repeats,
-        "runs": {r.name: {"group": r.group, "draft": r.draft, "prompt_id": r.prompt_id, "settings": r.settings.to_dict(),
-                          "full_record": r.full, **now} for r in all_recipes},
+        "runs": {
+            r.name: {
+                "group": r.group,
+                "draft": r.draft,
+                "prompt_id": r.prompt_id,
+                "settings": r.settings.to_dict(),
+                "full_record": r.full,
+                **now,
+            }
+            for r in all_recipes
+        },
         "lab": asdict(lab),
         "lab_made": lab_made or now,
-        "how": "every run: specviz.lab.measure.compare (the speculative run and the target alone, same prompt and settings, "
-               "after a warm-up, timed by the same loop in pairs, alternating which goes first; the speedup is the "
-               "median of the pairs' ratios). "
-               "lab: specviz.lab.same_distribution.sample_first_tokens (seeded runs of specviz.decode.generate). "
-               "Saved with specviz.comparison.dumps.",
+        "how": "every run: specviz.lab.measure.compare (the speculative run and the target alone, same prompt and "
+               "settings, "
+        "after a warm-up, timed by the same loop in pairs, alternating which goes first; the speedup is the "
+        "median of the pairs' ratios). "
+        "lab: specviz.lab.same_distribution.sample_first_tokens (seeded runs of specviz.decode.generate). "
+        "Saved with specviz.comparison.dumps.",
     }
 
 
@@ -199,8 +231,12 @@ def merge(old: Recording, runs: dict[str, Comparison], info: dict) -> tuple[dict
     merged_runs = {**old.runs, **runs}
     entries = {**old.manifest["runs"], **{n: info["runs"][n] for n in runs}}
     drafts = info["drafts"] if any(info["runs"][n]["group"] == DRAFTS for n in runs) else old.manifest["drafts"]
-    merged = {**old.manifest, "drafts": drafts, "runs": {n: entries[n] for n in merged_runs},
-              "updated": {"made_by": info["made_by"], "made_on": info["made_on"], "date": info["date"], "runs": sorted(runs)}}
+    merged = {
+        **old.manifest,
+        "drafts": drafts,
+        "runs": {n: entries[n] for n in merged_runs},
+        "updated": {"made_by": info["made_by"], "made_on": info["made_on"], "date": info["date"], "runs": sorted(runs)},
+    }
     return merged_runs, merged
 
 
@@ -218,8 +254,14 @@ def _without_empty_notes(comparison: dict) -> dict:
 def save(folder: Path, runs: dict[str, Comparison], lab: LabRecord, info: dict) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     compact = {"separators": (",", ":"), "ensure_ascii": False}  # the lesson ships in a few hundred KB
-    (folder / RUNS).write_text("{" + ",".join(f"{json.dumps(k)}:{json.dumps(_without_empty_notes(v.to_dict()), **compact)}"
-                                              for k, v in runs.items()) + "}", encoding="utf-8")
+    (folder / RUNS).write_text(
+        "{"
+        + ",".join(
+            f"{json.dumps(k)}:{json.dumps(_without_empty_notes(v.to_dict()), **compact)}" for k, v in runs.items()
+        )
+        + "}",
+        encoding="utf-8",
+    )
     (folder / LAB).write_text(json.dumps(lab.to_dict()), encoding="utf-8")
     (folder / MANIFEST).write_text(json.dumps(info, indent=1, ensure_ascii=False), encoding="utf-8")
 
@@ -244,6 +286,8 @@ def load(folder: Path = LESSON_DIR) -> Recording:
         lab = LabRecord.from_dict(json.loads((folder / LAB).read_text(encoding="utf-8")))
         info = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError, KeyError) as exc:
-        raise SpecVizError(f"the lesson's recordings in {folder} are missing or damaged ({exc.__class__.__name__}); "
-                           "make them with: python scripts/record_lesson.py") from None
+        raise SpecVizError(
+            f"the lesson's recordings in {folder} are missing or damaged ({exc.__class__.__name__}); "
+            "make them with: python scripts/record_lesson.py"
+        ) from None
     return Recording(runs, lab, info)

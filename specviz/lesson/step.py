@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..lab.same_distribution import LabRecord
 from ..comparison import Comparison
+from ..lab.same_distribution import LabRecord
 from .claim import Claim
 from .question import Question
 

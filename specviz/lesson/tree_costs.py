@@ -41,12 +41,17 @@ def tree_costs(accept_by_rank: list[float], c: float, cost: dict, depth: int, co
     nodes, steps = list(measured["nodes"]), list(measured["steps"])
 
     def curves(v_of):
-        tree = [theory.tree_speedup(theory.tree_expected_tokens(theory.best_tree(accept_by_rank, n, depth),
-                                                                accept_by_rank), n * c, v_of(i)) for i, n in enumerate(nodes)]
+        tree = [
+            theory.tree_speedup(
+                theory.tree_expected_tokens(theory.best_tree(accept_by_rank, n, depth), accept_by_rank), n * c, v_of(i)
+            )
+            for i, n in enumerate(nodes)
+        ]
         chain = [theory.expected_tokens(accept_by_rank[0], n) / (n * c + v_of(i)) for i, n in enumerate(nodes)]
         return tree, chain
 
     here_tree, here_chain = curves(lambda i: steps[i])
     flat_tree, flat_chain = curves(lambda i: 1.0)
-    return TreeCosts(nodes, steps, here_tree, here_chain, flat_tree, flat_chain, measured.get("machine", "?"),
-                     measured["context"])
+    return TreeCosts(
+        nodes, steps, here_tree, here_chain, flat_tree, flat_chain, measured.get("machine", "?"), measured["context"]
+    )

@@ -6,7 +6,8 @@ on) are exactly the texts where every earlier draft was kept, so one teacher-for
 measures that acceptance offline: at each answer position the head is unrolled s steps on its own
 predicted features (as when drafting), and its top draft token is compared with the token the
 target wrote. It is averaged over every answer position, where a run's rounds start at some of them
-only, so a run's α by position is close to it but not equal. A check costs seconds, so training can watch it and stop once it no longer rises.
+only, so a run's α by position is close to it but not equal. A check costs seconds, so training can watch it and
+stop once it no longer rises.
 """
 
 from __future__ import annotations
@@ -34,25 +35,45 @@ class HeldOut:
     categories: list[str]  # each text's workload
 
 
-def eval_answers(target: LoadedModel, work: Path, slug: str, max_new_tokens: int = 128,
-                 progress: bool = True, say=print) -> HeldOut:
+def eval_answers(
+    target: LoadedModel, work: Path, slug: str, max_new_tokens: int = 128, progress: bool = True, say=print
+) -> HeldOut:
     """The target's greedy fp32 answers to the EVAL prompts and its features over them (both cached in `work`)."""
     prompts = eval_prompts()
-    answers = generate_data(target, prompts, work / f"eval-answers-{slug}-n{max_new_tokens}.safetensors", 0,
-                            max_new_tokens, 1.0, 1, batch=28, progress=progress)
+    answers = generate_data(
+        target,
+        prompts,
+        work / f"eval-answers-{slug}-n{max_new_tokens}.safetensors",
+        0,
+        max_new_tokens,
+        1.0,
+        1,
+        batch=28,
+        progress=progress,
+    )
     texts = answer_texts(answers.sequences, "eval")
     folder = work / f"features-eval-{slug}-n{max_new_tokens}"
     manifest = capture(target, texts, folder, progress=progress, say=say)
     features = load_features(folder, [n for n in shard_names(texts) if n in manifest["shards"]])
     category = {tuple(s.prompt_ids) + tuple(s.answer.tolist()): s.category for s in answers.sequences}
-    return HeldOut(features, f"the target's greedy answers to the {len(prompts)} EVAL prompts "
-                             f"({features.trained_positions:,} answer tokens)",
-                   [category.get(tuple(t.tolist()), "") for t in features.tokens])
+    return HeldOut(
+        features,
+        f"the target's greedy answers to the {len(prompts)} EVAL prompts "
+        f"({features.trained_positions:,} answer tokens)",
+        [category.get(tuple(t.tolist()), "") for t in features.tokens],
+    )
 
 
 @torch.no_grad()
-def agreement(head: DraftHead, held: HeldOut, embedding: torch.Tensor, rows: torch.Tensor, vocab_ids: torch.Tensor,
-              steps: int = 3, batch: int = 16) -> list[float]:
+def agreement(
+    head: DraftHead,
+    held: HeldOut,
+    embedding: torch.Tensor,
+    rows: torch.Tensor,
+    vocab_ids: torch.Tensor,
+    steps: int = 3,
+    batch: int = 16,
+) -> list[float]:
     """P(the head's top draft = the target's token | the drafts before it were right), at draft positions 1..steps.
 
     rows: the target's output head on the draft vocabulary [N, H]; vocab_ids: those N target ids.
@@ -71,8 +92,9 @@ def agreement(head: DraftHead, held: HeldOut, embedding: torch.Tensor, rows: tor
         chunk = order[start : start + batch]
         length = max(len(data.tokens[i]) for i in chunk)
         tokens = torch.stack([F.pad(data.tokens[i], (0, length - len(data.tokens[i]))) for i in chunk]).to(device)
-        feats = torch.stack([F.pad(data.features[i].float(), (0, 0, 0, length - len(data.tokens[i])))
-                             for i in chunk]).to(device, embedding.dtype)
+        feats = torch.stack(
+            [F.pad(data.features[i].float(), (0, 0, 0, length - len(data.tokens[i]))) for i in chunk]
+        ).to(device, embedding.dtype)
         predicted = unrolled_features(head, embedding[tokens[:, 1:]], feats[:, :-1], steps)  # [B, L-1, H] each
         j = torch.arange(length - 1, device=device)
         for b, i in enumerate(chunk):

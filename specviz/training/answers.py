@@ -277,7 +277,8 @@ def generate_data(
                                      generator, fast=fast)
             seconds += time.perf_counter() - t0
             for (p, j), prompt_ids, (answer, top_ids, top_logp) in zip(chunk, ids, answers):
-                cached[(p["id"], j)] = Sequence(p["id"], p.get("category", ""), j, prompt_ids, answer, top_ids, top_logp)
+                category = p.get("category", "")
+                cached[(p["id"], j)] = Sequence(p["id"], category, j, prompt_ids, answer, top_ids, top_logp)
             save_dataset(list(cached.values()), seconds, cache_path)
             bar.update(len(chunk))
         bar.close()

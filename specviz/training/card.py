@@ -25,12 +25,13 @@ def model_card(summary: dict, evaluation: dict | None) -> str:
         "",
         f"A draft model for speculative decoding with the SpecViz target **{summary['target']}** "
         f"({summary['target_title']}), distilled by `python -m specviz distill`. It shares the target's tokenizer, "
-        f"so it drafts for it directly: `python -m specviz run --draft {name} --prompt \"...\"`.",
+        f'so it drafts for it directly: `python -m specviz run --draft {name} --prompt "..."`.',
         "",
         "## Shape",
         "",
         f"- LlamaForCausalLM, {shape['layers']} layer(s), hidden {shape['hidden']}, {shape['heads']} attention heads "
-        f"({shape['kv_heads']} key/value), MLP {shape['intermediate']}, vocabulary {shape['vocab']}, head tied to the embedding",
+        f"({shape['kv_heads']} key/value), MLP {shape['intermediate']}, vocabulary {shape['vocab']}, head tied to the "
+        f"embedding",
         f"- {summary['parameters']:,} parameters, stored in fp16 (SpecViz loads it in fp32 on the CPU)",
         f"- embedding initialised from the target's output embedding projected onto its top {shape['hidden']} "
         "principal directions",
@@ -62,7 +63,8 @@ def evaluation_section(evaluation: dict) -> list[str]:
         "## On the EVAL prompts (never trained on)",
         "",
         f"{mode}, γ = {st['gamma']}, {st['max_new_tokens']} new tokens, exact verification, on "
-        f"{evaluation.get('device', 'cpu')} ({evaluation.get('threads', '?')} torch threads); measured by `specviz.lab.measure.compare` against the target alone, "
+        f"{evaluation.get('device', 'cpu')} ({evaluation.get('threads', '?')} torch threads); measured by "
+        f"`specviz.lab.measure.compare` against the target alone, "
         "means over prompts (α = accepted / drafted; c = draft seconds per drafted token / target seconds per "
         "decoding step).",
         "",
@@ -84,8 +86,11 @@ def evaluation_section(evaluation: dict) -> list[str]:
         "",
         f"A round costs γc + {a['verify_cost']:.2f} = {break_even:.2f} target steps, so the draft pays off once a "
         f"round yields more than {break_even:.2f} tokens; it yields {a['mean_accepted_tokens']:.2f}"
-        + (" (faster than the target alone)." if a["mean_accepted_tokens"] > break_even
-           else ", so on this machine it makes decoding slower, not faster."),
+        + (
+            " (faster than the target alone)."
+            if a["mean_accepted_tokens"] > break_even
+            else ", so on this machine it makes decoding slower, not faster."
+        ),
     ]
     by_position = evaluation["all"].get("alpha_by_position") or []
     if by_position:
@@ -105,7 +110,8 @@ def write_card(run_dir: Path, out_dir: Path) -> Path:
 
 
 def head_card(info, evaluation: dict | None, command: str, name: str) -> str:
-    """README.md of a draft head (specviz.drafters.head_net): shape, draft vocabulary and coverage, data, training, EVAL figures."""
+    """README.md of a draft head (specviz.drafters.head_net): shape, draft vocabulary and coverage, data, training,
+    EVAL figures."""
     tr, data, s = info.trained, info.trained["data"], info.shape
     cfg = {**tr["config"], "name": name}
     a, w, d = data["answers"], data["written"], data["documents"]
@@ -121,19 +127,25 @@ def head_card(info, evaluation: dict | None, command: str, name: str) -> str:
         "## Shape",
         "",
         f"- fc([RMSNorm(embedding), RMSNorm(feature)]) ({2 * s.hidden} → {s.hidden}), one decoder layer ({s.heads} "
-        f"attention heads, {s.kv_heads} key/value heads, MLP {s.intermediate}, RoPE θ {s.rope_theta:g}), output RMSNorm",
+        f"attention heads, {s.kv_heads} key/value heads, MLP {s.intermediate}, RoPE θ {s.rope_theta:g}), "
+        "output RMSNorm",
         f"- {tr['parameters']:,} trained parameters, stored in fp16; no embedding of its own (it reads the target's)",
         f"- draft vocabulary: the target's {len(info.vocab):,} most written tokens (its answers' tokens and its greedy "
         f"choice at every position it read); they cover {data.get('vocab_coverage_train', float('nan')):.1%} of the "
-        "training answer tokens" + (f" and {evaluation['coverage']:.1%} of the target's own output on the EVAL prompts"
-                                    if evaluation and "coverage" in evaluation else ""),
+        "training answer tokens"
+        + (
+            f" and {evaluation['coverage']:.1%} of the target's own output on the EVAL prompts"
+            if evaluation and "coverage" in evaluation
+            else ""
+        ),
         "",
         "## Data",
         "",
-        f"- the target's answers to {a['prompts']} TRAIN prompts: {a['sequences']} sequences (greedy and {a['samples']} "
+        f"- the target's answers to {a['prompts']} TRAIN prompts: {a['sequences']} sequences (greedy and "
+        f"{a['samples']} "
         f"sampled at temperature {a['temperature']:g}, at most {a['max_new_tokens']} tokens), {a['tokens']:,} tokens, "
-        f"generated in {a['minutes']:.1f} min" + (f" ({a['dtype']})" if a.get("dtype")
-                                                      else " (bf16 copy of the target)" if cfg.get("bf16_answers") else ""),
+        f"generated in {a['minutes']:.1f} min"
+        + (f" ({a['dtype']})" if a.get("dtype") else " (bf16 copy of the target)" if cfg.get("bf16_answers") else ""),
         f"- prompts the target wrote for itself (from TRAIN examples, never an EVAL prompt): {w['prompts']} answers, "
         f"{w['tokens']:,} tokens ({w['minutes']:.1f} min)",
         f"- local documents read by the target (Python's language reference topics and standard-library code, as chat "
@@ -146,9 +158,12 @@ def head_card(info, evaluation: dict | None, command: str, name: str) -> str:
         f"- loss: soft cross-entropy of q to the target's p on the draft vocabulary, plus {cfg['feature_weight']:g} × "
         f"smooth-L1 feature regression, over {cfg['ttt_steps']} training-time-test steps (the head unrolled on its own "
         f"predictions, weights {cfg['step_decay']:g}^(step−1))",
-        f"- {tr['steps']} steps of {cfg['batch_size']} texts (≤ {cfg['seq_len']} tokens), AdamW, peak lr {cfg['lr']:g}, "
-        f"{cfg['warmup']} warm-up steps then cosine decay; {tr['minutes']:.1f} min on {tr['device']} (torch {tr['torch']})",
-        f"- final loss {tr['final_loss']:.3f}; argmax q = argmax p on {tr['final_agreement']:.1%} of training positions at "
+        f"- {tr['steps']} steps of {cfg['batch_size']} texts (≤ {cfg['seq_len']} tokens), AdamW, peak lr "
+        f"{cfg['lr']:g}, "
+        f"{cfg['warmup']} warm-up steps then cosine decay; {tr['minutes']:.1f} min on {tr['device']} (torch "
+        f"{tr['torch']})",
+        f"- final loss {tr['final_loss']:.3f}; argmax q = argmax p on {tr['final_agreement']:.1%} of training "
+        f"positions at "
         "the first draft step (mean of the last 20 steps)",
         *checks_section(tr, cfg),
         "",
@@ -158,12 +173,18 @@ def head_card(info, evaluation: dict | None, command: str, name: str) -> str:
         lines += evaluation_section(evaluation)
         race = evaluation.get("race") or {}
         if race:
-            lines += ["", "The race on the same prompts, settings and baselines (`--eval-only` reruns it):", "",
-                      "| draft | α | tokens / round | c | measured speedup (mean) | median | identical |",
-                      "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+            lines += [
+                "",
+                "The race on the same prompts, settings and baselines (`--eval-only` reruns it):",
+                "",
+                "| draft | α | tokens / round | c | measured speedup (mean) | median | identical |",
+                "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+            ]
             for drafter, f in race.items():
-                lines.append(f"| {drafter} | {f['alpha']:.3f} | {f['mean_accepted_tokens']:.2f} | {f['c']:.3f} | "
-                             f"{f['speedup']:.2f}x | {f['median_speedup']:.2f}x | {f['identical']}/{f['prompts']} |")
+                lines.append(
+                    f"| {drafter} | {f['alpha']:.3f} | {f['mean_accepted_tokens']:.2f} | {f['c']:.3f} | "
+                    f"{f['speedup']:.2f}x | {f['median_speedup']:.2f}x | {f['identical']}/{f['prompts']} |"
+                )
     return "\n".join(lines) + "\n"
 
 
@@ -176,15 +197,21 @@ def checks_section(trained: dict, cfg: dict) -> list[str]:
     lines = [
         f"- every {cfg['validate_every']} steps, agreement on the target's greedy answers to the EVAL prompts (offline "
         "greedy acceptance by draft position, `specviz.training.agreement`); the saved weights are the best check's, "
-        f"at step {best['step']} (α {best.get('alpha_1', float('nan')):.3f} · {best.get('alpha_2', float('nan')):.3f} · "
+        f"at step {best['step']} (α {best.get('alpha_1', float('nan')):.3f} · {best.get('alpha_2', float('nan')):.3f} "
+        f"· "
         f"{best.get('alpha_3', float('nan')):.3f})"
-        + (f"; training stopped after {cfg['patience']} checks without a better one" if cfg.get("patience")
-           and trained["steps"] < cfg["steps"] else ""),
+        + (
+            f"; training stopped after {cfg['patience']} checks without a better one"
+            if cfg.get("patience") and trained["steps"] < cfg["steps"]
+            else ""
+        ),
         "",
         "| step | answer positions trained on so far (repeats counted) | α at 1 | α at 2 | α at 3 |",
         "| ---: | ---: | ---: | ---: | ---: |",
     ]
     for c in checks:
-        lines.append(f"| {c['step']} | {int(c.get('positions', 0)):,} | {c.get('alpha_1', float('nan')):.3f} | "
-                     f"{c.get('alpha_2', float('nan')):.3f} | {c.get('alpha_3', float('nan')):.3f} |")
+        lines.append(
+            f"| {c['step']} | {int(c.get('positions', 0)):,} | {c.get('alpha_1', float('nan')):.3f} | "
+            f"{c.get('alpha_2', float('nan')):.3f} | {c.get('alpha_3', float('nan')):.3f} |"
+        )
     return lines

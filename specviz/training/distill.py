@@ -107,11 +107,21 @@ class DistillConfig:
 # --- 1. data: the target's own answers (answers.py) -----------------------------------------------
 def generate_data(target: LoadedModel, cfg: DistillConfig, prompts: list[dict] | None = None,
                   cache_path: Path | None = None, progress: bool = True) -> Dataset:
-    """The target's answers to the train prompts for this draft's settings (cached; only what is missing is generated)."""
+    """The target's answers to the train prompts for this draft's settings (cached; only what is missing is
+    generated)."""
     return answers.generate_data(
-        target, prompts if prompts is not None else train_prompts(cfg.max_prompts), cache_path or cfg.data_path(target.name),
-        cfg.samples, cfg.max_new_tokens, cfg.temperature, cfg.top_k, batch=cfg.gen_batch, minutes=cfg.data_minutes,
-        seed=cfg.seed, progress=progress)
+        target,
+        prompts if prompts is not None else train_prompts(cfg.max_prompts),
+        cache_path or cfg.data_path(target.name),
+        cfg.samples,
+        cfg.max_new_tokens,
+        cfg.temperature,
+        cfg.top_k,
+        batch=cfg.gen_batch,
+        minutes=cfg.data_minutes,
+        seed=cfg.seed,
+        progress=progress,
+    )
 
 
 # --- 2. the draft and its training ---------------------------------------------------------------
@@ -126,7 +136,10 @@ def draft_config(cfg: DistillConfig, target: LoadedModel):
     kv_heads = cfg.kv_heads or max(1, heads // 2)
     if heads % kv_heads:
         raise ConfigError(f"{heads} heads cannot be grouped into {kv_heads} key/value heads")
-    rope = getattr(t, "rope_parameters", None) or {"rope_type": "default", "rope_theta": getattr(t, "rope_theta", 10000.0)}
+    rope = getattr(t, "rope_parameters", None) or {
+        "rope_type": "default",
+        "rope_theta": getattr(t, "rope_theta", 10000.0),
+    }
     return LlamaConfig(
         vocab_size=target.model.get_output_embeddings().weight.shape[0],
         hidden_size=cfg.hidden,
@@ -251,7 +264,11 @@ def distill_loss(model: torch.nn.Module, batch: Batch, device: torch.device) -> 
 
 
 def train(
-    cfg: DistillConfig, target: LoadedModel, data: Dataset, progress: bool = True, device: torch.device | None = None,
+    cfg: DistillConfig,
+    target: LoadedModel,
+    data: Dataset,
+    progress: bool = True,
+    device: torch.device | None = None,
     on_step: Callable[[dict], None] | None = None,
 ) -> Training:
     """Train a fresh draft (or resume one) on the target's answers; checkpoints and a jsonl loss log in run_dir."""
@@ -274,14 +291,16 @@ def train(
         raise SpecVizError("no training data: the target produced no answers")
 
     def step_loss(step: int):
-        batch = make_batch([data.sequences[i] for i in batch_indices(step, cfg.batch_size, n, cfg.seed)],
-                           cfg.seq_len, pad)
+        batch = make_batch(
+            [data.sequences[i] for i in batch_indices(step, cfg.batch_size, n, cfg.seed)], cfg.seq_len, pad
+        )
         loss, agreement = distill_loss(model, batch, device)
         return loss, {"agreement": agreement.item(), "tokens": batch.tokens}
 
     schedule = Schedule(cfg.steps, cfg.lr, cfg.warmup, cfg.checkpoint_every)
-    return train_loop(model, groups, schedule, step_loss, cfg.run_dir, cfg.resume, f"train {cfg.draft_name}",
-                      progress, on_step)
+    return train_loop(
+        model, groups, schedule, step_loss, cfg.run_dir, cfg.resume, f"train {cfg.draft_name}", progress, on_step
+    )
 
 
 # --- 3. save and evaluate ------------------------------------------------------------------------
@@ -296,7 +315,9 @@ def save_draft(model: torch.nn.Module, target: LoadedModel, folder: Path) -> Pat
     return folder
 
 
-def summarize(cfg: DistillConfig, target: LoadedModel, model: torch.nn.Module, data: Dataset, training: Training) -> dict:
+def summarize(
+    cfg: DistillConfig, target: LoadedModel, model: torch.nn.Module, data: Dataset, training: Training
+) -> dict:
     """What the model card says about how a draft was made; kept as summary.json beside its checkpoint."""
     c = model.config
     greedy = sum(s.sample == 0 for s in data.sequences)
@@ -304,22 +325,44 @@ def summarize(cfg: DistillConfig, target: LoadedModel, model: torch.nn.Module, d
         "draft": cfg.draft_name,
         "target": target.name,
         "target_title": _title(target),
-        "shape": {"layers": c.num_hidden_layers, "hidden": c.hidden_size, "heads": c.num_attention_heads,
-                  "kv_heads": c.num_key_value_heads, "intermediate": c.intermediate_size, "vocab": c.vocab_size},
+        "shape": {
+            "layers": c.num_hidden_layers,
+            "hidden": c.hidden_size,
+            "heads": c.num_attention_heads,
+            "kv_heads": c.num_key_value_heads,
+            "intermediate": c.intermediate_size,
+            "vocab": c.vocab_size,
+        },
         "parameters": sum(p.numel() for p in model.parameters()),
-        "data": {"prompts": len({s.prompt_id for s in data.sequences}), "sequences": len(data.sequences),
-                 "greedy": greedy, "sampled": len(data.sequences) - greedy, "temperature": cfg.temperature,
-                 "max_new_tokens": cfg.max_new_tokens, "top_k": cfg.top_k, "answer_tokens": data.answer_tokens,
-                 "tokens": data.tokens, "minutes": data.seconds / 60},
-        "training": {"steps": training.steps, "batch_size": cfg.batch_size, "lr": cfg.lr, "warmup": cfg.warmup,
-                     "minutes": training.seconds / 60, "final_loss": training.final_loss,
-                     "final_agreement": training.final_agreement, "device": str(target.device),
-                     "torch": torch.__version__},
+        "data": {
+            "prompts": len({s.prompt_id for s in data.sequences}),
+            "sequences": len(data.sequences),
+            "greedy": greedy,
+            "sampled": len(data.sequences) - greedy,
+            "temperature": cfg.temperature,
+            "max_new_tokens": cfg.max_new_tokens,
+            "top_k": cfg.top_k,
+            "answer_tokens": data.answer_tokens,
+            "tokens": data.tokens,
+            "minutes": data.seconds / 60,
+        },
+        "training": {
+            "steps": training.steps,
+            "batch_size": cfg.batch_size,
+            "lr": cfg.lr,
+            "warmup": cfg.warmup,
+            "minutes": training.seconds / 60,
+            "final_loss": training.final_loss,
+            "final_agreement": training.final_agreement,
+            "device": str(target.device),
+            "torch": torch.__version__,
+        },
     }
 
 
-def evaluate_drafts(cfgs: list[DistillConfig], target: LoadedModel, per_category: int = 0,
-                    settings: Decoding | None = None) -> dict[str, dict]:
+def evaluate_drafts(
+    cfgs: list[DistillConfig], target: LoadedModel, per_category: int = 0, settings: Decoding | None = None
+) -> dict[str, dict]:
     """Evaluate saved drafts, each timed in a pair with the target alone per prompt, and rewrite their model cards."""
     settings = settings or Decoding(gamma=4, max_new_tokens=64)
     evaluations = measure_drafts([cfg.out_dir for cfg in cfgs], target, eval_prompts(per_category), settings)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 
@@ -37,7 +38,9 @@ def make_batch(data: Features, rows: list[int], seq_len: int, device: torch.devi
     return Batch(torch.stack(toks).to(device), torch.stack(feats).to(device), torch.stack(masks).to(device))
 
 
-def unrolled_features(head: DraftHead, embeddings: torch.Tensor, features: torch.Tensor, steps: int) -> list[torch.Tensor]:
+def unrolled_features(
+    head: DraftHead, embeddings: torch.Tensor, features: torch.Tensor, steps: int
+) -> list[torch.Tensor]:
     """The head's predicted features [B, P, H] for each drafting step s = 1..steps, over P pairs at once.
 
     Step 1 reads the true pairs (f_j, e(x_{j+1})). Step s > 1 at pair j reads (the step s-1
@@ -76,8 +79,16 @@ def unrolled_features(head: DraftHead, embeddings: torch.Tensor, features: torch
     return out
 
 
-def head_loss(head: DraftHead, rows: torch.Tensor, embedding: torch.Tensor, batch: Batch, device: torch.device,
-              steps: int, step_decay: float, feature_weight: float) -> tuple[torch.Tensor, dict]:
+def head_loss(
+    head: DraftHead,
+    rows: torch.Tensor,
+    embedding: torch.Tensor,
+    batch: Batch,
+    device: torch.device,
+    steps: int,
+    step_decay: float,
+    feature_weight: float,
+) -> tuple[torch.Tensor, dict]:
     """Σ_s w_s (soft CE on the draft vocabulary + λ · feature regression), and each step's greedy agreement: `steps`
     unrolled draft steps, step s weighted step_decay^(s-1), the regression weighted `feature_weight` (λ)."""
     with fast_autocast(device):

@@ -31,9 +31,9 @@ from ..errors import ConfigError, SpecVizError
 from ..models import SHIPPED_DRAFTS, LoadedModel, load_model
 from . import store
 from .agreement import HeldOut, agreement, eval_answers
-from .head_loss import head_loss, make_batch
 from .answers import Dataset, bf16_ok, generate_data, train_prompts
 from .features import Features, capture, load_features, shard_names
+from .head_loss import head_loss, make_batch
 from .loop import Schedule, Training, batch_indices, read_log, train_loop
 from .texts import answer_texts, document_texts, written_prompts
 
@@ -68,7 +68,7 @@ class HeadConfig:
     feature_weight: float = 0.2  # weight of the feature regression beside the cross-entropy
     seed: int = 0
     checkpoint_every: int = 100
-    validate_every: int = 0  # steps between agreement checks on the EVAL answers (0 = none); the best check's weights are kept
+    validate_every: int = 0
     patience: int = 0  # stop after this many checks without a better one (0 = run every step)
     out: str = ""  # head folder; "" = assets/drafts/<name>
     work: str = ""  # data, features, checkpoints; "" = artifacts/heads
@@ -119,21 +119,46 @@ def own_answers(cfg: HeadConfig, target: LoadedModel, progress: bool = True) -> 
     is made from the same answers as the head's data, and whichever runs second generates nothing.
     """
     slug, work = cfg.slug(target.name), cfg.work_dir
-    answers = generate_data(target, train_prompts(cfg.max_prompts),
-                            work / f"answers-{slug}-n{cfg.max_new_tokens}-t{cfg.temperature:g}-k16.safetensors",
-                            cfg.samples, cfg.max_new_tokens, cfg.temperature, 16, batch=cfg.answer_batch,
-                            minutes=cfg.answer_minutes, seed=cfg.seed, fast=cfg.bf16_answers, progress=progress)
+    answers = generate_data(
+        target,
+        train_prompts(cfg.max_prompts),
+        work / f"answers-{slug}-n{cfg.max_new_tokens}-t{cfg.temperature:g}-k16.safetensors",
+        cfg.samples,
+        cfg.max_new_tokens,
+        cfg.temperature,
+        16,
+        batch=cfg.answer_batch,
+        minutes=cfg.answer_minutes,
+        seed=cfg.seed,
+        fast=cfg.bf16_answers,
+        progress=progress,
+    )
     if not cfg.written:
         return answers, None
     asks = written_prompts(target, cfg.written, work / f"written-{slug}.json", seed=cfg.seed, progress=progress)
-    own = generate_data(target, asks, work / f"written-answers-{slug}-n{cfg.max_new_tokens}.safetensors",
-                        cfg.samples, cfg.max_new_tokens, cfg.temperature, 16, batch=cfg.answer_batch,
-                        minutes=cfg.answer_minutes, seed=cfg.seed, fast=cfg.bf16_answers, progress=progress)
+    own = generate_data(
+        target,
+        asks,
+        work / f"written-answers-{slug}-n{cfg.max_new_tokens}.safetensors",
+        cfg.samples,
+        cfg.max_new_tokens,
+        cfg.temperature,
+        16,
+        batch=cfg.answer_batch,
+        minutes=cfg.answer_minutes,
+        seed=cfg.seed,
+        fast=cfg.bf16_answers,
+        progress=progress,
+    )
     return answers, own
 
 
-def collect(cfg: HeadConfig, target: LoadedModel, progress: bool = True,
-            say: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> HeadData:
+def collect(
+    cfg: HeadConfig,
+    target: LoadedModel,
+    progress: bool = True,
+    say: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
+) -> HeadData:
     """Answers, written prompts and documents, then the target's features over all of them (each step resumes)."""
     slug = cfg.slug(target.name)
     work = cfg.work_dir
@@ -156,25 +181,37 @@ def collect(cfg: HeadConfig, target: LoadedModel, progress: bool = True,
         features = subset(features, cfg.positions, cfg.seed)
         counts = Counter(t for toks, start in zip(features.tokens, features.answer_from) for t in toks[start:].tolist())
     summary = {
-        "answers": {"dtype": "bf16" if cfg.bf16_answers and bf16_ok(target.device) else "fp32",
-                    "prompts": len({s.prompt_id for s in answers.sequences}), "sequences": len(answers.sequences),
-                    "tokens": answers.answer_tokens, "samples": cfg.samples, "temperature": cfg.temperature,
-                    "max_new_tokens": cfg.max_new_tokens, "minutes": answers.seconds / 60},
-        "written": {"prompts": len(own.sequences) if own else 0, "tokens": own.answer_tokens if own else 0,
-                    "minutes": written_seconds / 60},
+        "answers": {
+            "dtype": "bf16" if cfg.bf16_answers and bf16_ok(target.device) else "fp32",
+            "prompts": len({s.prompt_id for s in answers.sequences}),
+            "sequences": len(answers.sequences),
+            "tokens": answers.answer_tokens,
+            "samples": cfg.samples,
+            "temperature": cfg.temperature,
+            "max_new_tokens": cfg.max_new_tokens,
+            "minutes": answers.seconds / 60,
+        },
+        "written": {
+            "prompts": len(own.sequences) if own else 0,
+            "tokens": own.answer_tokens if own else 0,
+            "minutes": written_seconds / 60,
+        },
         "documents": {"texts": len(docs), "tokens": sum(len(t.ids) - t.answer_from for t in docs)},
         "positions": features.positions,
         "trained_positions": features.trained_positions,
         "capture_minutes": manifest["seconds"] / 60,
         "minutes": (time.perf_counter() - t0) / 60,
     }
-    say(f"data: {features.trained_positions:,} trained positions ({features.positions:,} read), "
-        f"features captured in {manifest['seconds'] / 60:.1f} min")
+    say(
+        f"data: {features.trained_positions:,} trained positions ({features.positions:,} read), "
+        f"features captured in {manifest['seconds'] / 60:.1f} min"
+    )
     return HeadData(features, counts, summary)
 
 
 def subset(features: Features, positions: int, seed: int) -> Features:
-    """Texts drawn at random (seeded) until they hold `positions` trained positions: a smaller set from the same data."""
+    """Texts drawn at random (seeded) until they hold `positions` trained positions: a smaller set from the same
+    data."""
     order = torch.randperm(len(features.tokens), generator=torch.Generator().manual_seed(seed)).tolist()
     keep, total = [], 0
     for i in order:
@@ -183,8 +220,12 @@ def subset(features: Features, positions: int, seed: int) -> Features:
         keep.append(i)
         total += max(0, len(features.tokens[i]) - features.answer_from[i])
     keep.sort()
-    return Features([features.tokens[i] for i in keep], [features.features[i] for i in keep],
-                    [features.answer_from[i] for i in keep], [features.sources[i] for i in keep])
+    return Features(
+        [features.tokens[i] for i in keep],
+        [features.features[i] for i in keep],
+        [features.answer_from[i] for i in keep],
+        [features.sources[i] for i in keep],
+    )
 
 
 @torch.no_grad()
@@ -219,8 +260,15 @@ def new_head(target: LoadedModel, seed: int) -> DraftHead:
     return head
 
 
-def train(cfg: HeadConfig, target: LoadedModel, data: HeadData, vocab: list[int], progress: bool = True,
-          on_step: Callable[[dict], None] | None = None, held: HeldOut | None = None) -> Training:
+def train(
+    cfg: HeadConfig,
+    target: LoadedModel,
+    data: HeadData,
+    vocab: list[int],
+    progress: bool = True,
+    on_step: Callable[[dict], None] | None = None,
+    held: HeldOut | None = None,
+) -> Training:
     device = target.device
     head = new_head(target, cfg.seed).to(device)
     embedding = target.model.get_input_embeddings().weight.detach().float()
@@ -230,8 +278,10 @@ def train(cfg: HeadConfig, target: LoadedModel, data: HeadData, vocab: list[int]
     if n == 0:
         raise SpecVizError("no training data: the target read no text")
     decay = [p for p in head.parameters() if p.ndim >= 2]
-    groups = [{"params": decay, "weight_decay": cfg.weight_decay, "scale": 1.0},
-              {"params": [p for p in head.parameters() if p.ndim < 2], "weight_decay": 0.0, "scale": 1.0}]
+    groups = [
+        {"params": decay, "weight_decay": cfg.weight_decay, "scale": 1.0},
+        {"params": [p for p in head.parameters() if p.ndim < 2], "weight_decay": 0.0, "scale": 1.0},
+    ]
 
     seen = [0]  # answer positions trained on so far, for the data curve of the checks (and in the loss log)
 
@@ -240,7 +290,9 @@ def train(cfg: HeadConfig, target: LoadedModel, data: HeadData, vocab: list[int]
             seen[0] = int(next((row.get("positions", 0) for row in reversed(read_log(cfg.run_dir / "loss.jsonl"))), 0))
         batch = make_batch(data.features, batch_indices(step, cfg.batch_size, n, cfg.seed), cfg.seq_len, device)
         seen[0] += int(batch.mask.sum())
-        loss, figures = head_loss(head, rows, embedding, batch, device, cfg.ttt_steps, cfg.step_decay, cfg.feature_weight)
+        loss, figures = head_loss(
+            head, rows, embedding, batch, device, cfg.ttt_steps, cfg.step_decay, cfg.feature_weight
+        )
         return loss, {**figures, "positions": seen[0]}
 
     vocab_ids = torch.tensor(vocab, device=device)
@@ -248,13 +300,32 @@ def train(cfg: HeadConfig, target: LoadedModel, data: HeadData, vocab: list[int]
     def validate() -> dict:
         alphas = agreement(head, held, embedding, rows, vocab_ids, steps=3)
         # the score: expected drafts kept per round of three, α1 + α1·α2 + α1·α2·α3
-        return {"score": alphas[0] * (1 + alphas[1] * (1 + alphas[2])), "positions": seen[0],
-                **{f"alpha_{s}": a for s, a in enumerate(alphas, start=1)}}
+        return {
+            "score": alphas[0] * (1 + alphas[1] * (1 + alphas[2])),
+            "positions": seen[0],
+            **{f"alpha_{s}": a for s, a in enumerate(alphas, start=1)},
+        }
 
-    schedule = Schedule(cfg.steps, cfg.lr, cfg.warmup, cfg.checkpoint_every,
-                        validate_every=cfg.validate_every if held else 0, patience=cfg.patience)
-    return train_loop(head, groups, schedule, step_loss, cfg.run_dir, cfg.resume, f"train {cfg.head_name}",
-                      progress, on_step, validate if held else None)
+    schedule = Schedule(
+        cfg.steps,
+        cfg.lr,
+        cfg.warmup,
+        cfg.checkpoint_every,
+        validate_every=cfg.validate_every if held else 0,
+        patience=cfg.patience,
+    )
+    return train_loop(
+        head,
+        groups,
+        schedule,
+        step_loss,
+        cfg.run_dir,
+        cfg.resume,
+        f"train {cfg.head_name}",
+        progress,
+        on_step,
+        validate if held else None,
+    )
 
 
 def info_for(cfg: HeadConfig, target: LoadedModel, vocab: list[int], data: HeadData, training: Training) -> HeadInfo:
@@ -266,18 +337,29 @@ def info_for(cfg: HeadConfig, target: LoadedModel, vocab: list[int], data: HeadD
         target_layers=target.model.config.num_hidden_layers,
         target_vocab=embedding.shape[0],
         embedding_check=embedding_check(embedding, vocab),
-        trained={"config": asdict(cfg), "data": data.summary, "steps": training.steps,
-                 "minutes": training.seconds / 60, "final_loss": training.final_loss,
-                 "final_agreement": training.final_agreement, "device": str(target.device),
-                 "checks": training.checks, "best_step": training.best_step,
-                 "torch": torch.__version__,
-                 "parameters": sum(p.numel() for p in training.model.parameters())},
+        trained={
+            "config": asdict(cfg),
+            "data": data.summary,
+            "steps": training.steps,
+            "minutes": training.seconds / 60,
+            "final_loss": training.final_loss,
+            "final_agreement": training.final_agreement,
+            "device": str(target.device),
+            "checks": training.checks,
+            "best_step": training.best_step,
+            "torch": torch.__version__,
+            "parameters": sum(p.numel() for p in training.model.parameters()),
+        },
     )
 
 
-def train_head(cfg: HeadConfig, target: LoadedModel | None = None, progress: bool = True,
-               say: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
-               on_step: Callable[[dict], None] | None = None) -> Path:
+def train_head(
+    cfg: HeadConfig,
+    target: LoadedModel | None = None,
+    progress: bool = True,
+    say: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
+    on_step: Callable[[dict], None] | None = None,
+) -> Path:
     """Data, vocabulary, training and the saved head folder (its card gets figures from `evaluate`)."""
     target = target or load_model(cfg.target, device=cfg.device, progress=say)
     data = collect(cfg, target, progress, say)
@@ -286,10 +368,15 @@ def train_head(cfg: HeadConfig, target: LoadedModel | None = None, progress: boo
     if vocab is None or len(vocab) != cfg.vocab:
         vocab = draft_vocabulary(target, data, cfg.vocab)
         store.save_json(vocab_path, vocab)
-    train_tokens = [t for toks, start in zip(data.features.tokens, data.features.answer_from) for t in toks[start:].tolist()]
+    train_tokens = [
+        t for toks, start in zip(data.features.tokens, data.features.answer_from) for t in toks[start:].tolist()
+    ]
     data.summary["vocab_coverage_train"] = coverage(train_tokens, vocab)
-    held = eval_answers(target, cfg.work_dir, cfg.slug(target.name), progress=progress, say=say) \
-        if cfg.validate_every else None
+    held = (
+        eval_answers(target, cfg.work_dir, cfg.slug(target.name), progress=progress, say=say)
+        if cfg.validate_every
+        else None
+    )
     training = train(cfg, target, data, vocab, progress, on_step, held)
     folder = save_head(training.model, info_for(cfg, target, vocab, data, training), cfg.out_dir)
     say(f"saved {folder} (loss {training.final_loss:.3f}, agreement {training.final_agreement:.1%})")
@@ -300,8 +387,15 @@ def train_head(cfg: HeadConfig, target: LoadedModel | None = None, progress: boo
 RIVALS = ("ngram",)  # raced beside the head and ngram+head on the EVAL prompts; shipped model drafts join them
 
 
-def evaluate_head(cfg: HeadConfig, target: LoadedModel, per_category: int = 0, settings: Decoding | None = None,
-                  command: str = "", rivals: tuple[str, ...] | None = None, progress: bool = True) -> dict[str, dict]:
+def evaluate_head(
+    cfg: HeadConfig,
+    target: LoadedModel,
+    per_category: int = 0,
+    settings: Decoding | None = None,
+    command: str = "",
+    rivals: tuple[str, ...] | None = None,
+    progress: bool = True,
+) -> dict[str, dict]:
     """The race on the EVAL prompts (head, ngram+head and rivals, each timed in a pair with the target alone); rewrites
     the card."""
     from ..drafters.head_net import read_info
@@ -312,16 +406,21 @@ def evaluate_head(cfg: HeadConfig, target: LoadedModel, per_category: int = 0, s
     settings = settings or Decoding(gamma=3, max_new_tokens=64)
     head = str(cfg.out_dir)
     if rivals is None:
-        rivals = RIVALS + tuple(f.name for kind, f in draft_folders() if kind == "shipped draft"
-                                and (f / "config.json").is_file())
+        rivals = RIVALS + tuple(
+            f.name for kind, f in draft_folders() if kind == "shipped draft" and (f / "config.json").is_file()
+        )
     drafts = [head, f"ngram+head:{head}", *rivals]
     results = measure_drafts(drafts, target, eval_prompts(per_category), settings, progress=progress)
     info = read_info(cfg.out_dir)
     mine = results[head]
     mine["coverage"] = coverage([t for r in mine["rows"] for t in r["target_tokens"]], info.vocab)
-    mine["race"] = {_label(name): {k: e["all"][k] for k in ("alpha", "mean_accepted_tokens", "c", "speedup",
-                                                            "median_speedup", "identical", "prompts")}
-                    for name, e in results.items()}
+    mine["race"] = {
+        _label(name): {
+            k: e["all"][k]
+            for k in ("alpha", "mean_accepted_tokens", "c", "speedup", "median_speedup", "identical", "prompts")
+        }
+        for name, e in results.items()
+    }
     store.save_json(cfg.run_dir / "evaluation.json", {k: v for k, v in mine.items() if k != "rows"})
     write_head_card(cfg, command)
     return results
@@ -330,7 +429,7 @@ def evaluate_head(cfg: HeadConfig, target: LoadedModel, per_category: int = 0, s
 def _label(drafter: str) -> str:
     """A drafter spec as people read it: folder paths by their name (ngram+head:/x/h -> ngram+h)."""
     if drafter.startswith("ngram+head:"):
-        return "ngram+" + Path(drafter[len("ngram+head:"):]).name
+        return "ngram+" + Path(drafter[len("ngram+head:") :]).name
     return Path(drafter).name if "/" in drafter else drafter
 
 
@@ -342,19 +441,38 @@ def write_head_card(cfg: HeadConfig, command: str = "") -> Path:
     info = read_info(cfg.out_dir)
     evaluation = store.load_json(cfg.run_dir / "evaluation.json")
     card = cfg.out_dir / "README.md"
-    card.write_text(head_card(info, evaluation, command or command_for(info.trained["config"]), cfg.head_name),
-                    encoding="utf-8")
+    card.write_text(
+        head_card(info, evaluation, command or command_for(info.trained["config"]), cfg.head_name), encoding="utf-8"
+    )
     return card
 
 
 def command_for(config: dict) -> str:
     """The `specviz distill --kind head` command that trains a head with this config (its non-default settings)."""
-    flags = {"name": "--name", "vocab": "--vocab", "samples": "--samples", "max_new_tokens": "--max-new-tokens",
-             "answer_minutes": "--data-minutes", "max_prompts": "--max-prompts", "written": "--written",
-             "document_tokens": "--document-tokens", "positions": "--positions", "steps": "--steps", "batch_size": "--batch-size", "lr": "--lr",
-             "ttt_steps": "--ttt-steps", "feature_weight": "--feature-weight", "seed": "--seed",
-             "validate_every": "--validate-every", "patience": "--patience", "seq_len": "--seq-len"}
+    flags = {
+        "name": "--name",
+        "vocab": "--vocab",
+        "samples": "--samples",
+        "max_new_tokens": "--max-new-tokens",
+        "answer_minutes": "--data-minutes",
+        "max_prompts": "--max-prompts",
+        "written": "--written",
+        "document_tokens": "--document-tokens",
+        "positions": "--positions",
+        "steps": "--steps",
+        "batch_size": "--batch-size",
+        "lr": "--lr",
+        "ttt_steps": "--ttt-steps",
+        "feature_weight": "--feature-weight",
+        "seed": "--seed",
+        "validate_every": "--validate-every",
+        "patience": "--patience",
+        "seq_len": "--seq-len",
+    }
     default = asdict(HeadConfig())
-    parts = [f"{flag} {config[key]:g}" if isinstance(config[key], float) else f"{flag} {config[key]}"
-             for key, flag in flags.items() if key in config and config[key] != default[key]]
+    parts = [
+        f"{flag} {config[key]:g}" if isinstance(config[key], float) else f"{flag} {config[key]}"
+        for key, flag in flags.items()
+        if key in config and config[key] != default[key]
+    ]
     return " ".join(["python -m specviz distill --kind head", *parts])

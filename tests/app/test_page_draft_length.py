@@ -42,8 +42,16 @@ def test_sweep_times_every_gamma_in_pairs_with_its_own_runs_of_the_target_alone(
 
 def test_a_stopped_sweep_returns_the_points_done(target, load):
     seen = []
-    points = sweeps.gamma_sweep(target, "tiny-draft", list(PROMPTS[:2]), [1, 2, 3], Decoding(max_new_tokens=8),
-                                load=load, on_point=lambda p, n, total: seen.append(p), should_stop=lambda: len(seen) >= 2)
+    points = sweeps.gamma_sweep(
+        target,
+        "tiny-draft",
+        list(PROMPTS[:2]),
+        [1, 2, 3],
+        Decoding(max_new_tokens=8),
+        load=load,
+        on_point=lambda p, n, total: seen.append(p),
+        should_stop=lambda: len(seen) >= 2,
+    )
     assert [(p.prompt_index, p.gamma) for p in points] == [(0, 1), (0, 2)]
     assert all(a is b for a, b in zip(points, seen)) and len(seen) == 2
 
@@ -60,9 +68,20 @@ def test_stop_from_another_script_run_keeps_the_points_done(target, load):
             stopped.wait(timeout=30)
 
     returned = []
-    worker = threading.Thread(target=lambda: returned.extend(sweeps.gamma_sweep(
-        target, "tiny-draft", list(PROMPTS[:2]), [1, 2, 3], Decoding(max_new_tokens=8), load=load,
-        on_point=on_point, should_stop=sweep.should_stop)))
+    worker = threading.Thread(
+        target=lambda: returned.extend(
+            sweeps.gamma_sweep(
+                target,
+                "tiny-draft",
+                list(PROMPTS[:2]),
+                [1, 2, 3],
+                Decoding(max_new_tokens=8),
+                load=load,
+                on_point=on_point,
+                should_stop=sweep.should_stop,
+            )
+        )
+    )
     worker.start()
     assert two_done.wait(timeout=60)
     sweep.stop()
@@ -87,14 +106,30 @@ def test_a_sweep_that_raises_midway_is_failed_and_keeps_its_points(target, load)
             raise RuntimeError("out of memory")
 
     with pytest.raises(RuntimeError):
-        sweeps.gamma_sweep(target, "tiny-draft", [PROMPTS[0]], [1, 2, 3], Decoding(max_new_tokens=8), load=load,
-                           on_point=on_point, should_stop=sweep.should_stop)
+        sweeps.gamma_sweep(
+            target,
+            "tiny-draft",
+            [PROMPTS[0]],
+            [1, 2, 3],
+            Decoding(max_new_tokens=8),
+            load=load,
+            on_point=on_point,
+            should_stop=sweep.should_stop,
+        )
     sweep.finish()
     assert sweep.status == sweeps.FAILED and len(sweep.points) == 2
     assert sweep.message("points").startswith("The sweep ended with an error after 2 of 3 points")
     whole = sweeps.Sweep(planned=2, setup={})
-    sweeps.gamma_sweep(target, "ngram", [PROMPTS[0]], [1, 2], Decoding(max_new_tokens=8), load=load,
-                       on_point=whole.add, should_stop=whole.should_stop)
+    sweeps.gamma_sweep(
+        target,
+        "ngram",
+        [PROMPTS[0]],
+        [1, 2],
+        Decoding(max_new_tokens=8),
+        load=load,
+        on_point=whole.add,
+        should_stop=whole.should_stop,
+    )
     whole.finish()
     assert whole.status == sweeps.DONE and whole.message("points") is None and len(whole.points) == 2
 
@@ -116,17 +151,21 @@ def test_gamma_table_pools_prompts_and_flags_the_best_gamma(target, load):
     assert table.loc[table["best"], "gamma"].tolist() == [best]
 
 
-@pytest.mark.parametrize("draft, prompts, gammas", [
-    ("tiny-draft", [PROMPTS[0]], [0, 2]),  # γ out of range
-    ("tiny-draft", [PROMPTS[0]], []),  # no γ
-    ("tiny-draft", [], [1, 2]),  # no prompt
-    ("no-such-draft", [PROMPTS[0]], [1]),
-])
+@pytest.mark.parametrize(
+    "draft, prompts, gammas",
+    [
+        ("tiny-draft", [PROMPTS[0]], [0, 2]),  # γ out of range
+        ("tiny-draft", [PROMPTS[0]], []),  # no γ
+        ("tiny-draft", [], [1, 2]),  # no prompt
+        ("no-such-draft", [PROMPTS[0]], [1]),
+    ],
+)
 def test_sweep_refuses_bad_input_before_running_anything(target, load, draft, prompts, gammas):
     calls = []
     with pytest.raises(SpecVizError):
-        sweeps.gamma_sweep(target, draft, prompts, gammas, Decoding(max_new_tokens=8), load=load,
-                           on_point=lambda *a: calls.append(a))
+        sweeps.gamma_sweep(
+            target, draft, prompts, gammas, Decoding(max_new_tokens=8), load=load, on_point=lambda *a: calls.append(a)
+        )
     assert calls == []
 
 

@@ -9,11 +9,12 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app_helpers import figure
 from specviz import race
 from specviz.app import controls
 from specviz.config import Decoding
 from specviz.lab import sweeps
+
+from app_helpers import figure
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -97,7 +98,11 @@ def test_rounds_shows_a_measured_run_s_race_latency_and_time_lanes(no_model, poi
     assert latency["p90 gap (ms)"].tolist() == pytest.approx([1000 * alone.gap_p90, 1000 * spec.gap_p90])
     chart = figure(at, "Where the time goes")
     names = [trace.get("name") for trace in chart["data"] if trace["type"] == "bar"]
-    assert names == ["prefill (reading the prompt)", "drafting", "target forward (verify; one step for the target alone)"]
+    assert names == [
+        "prefill (reading the prompt)",
+        "drafting",
+        "target forward (verify; one step for the target alone)",
+    ]
     target = next(t for t in chart["data"] if t.get("name", "").startswith("target forward"))
     assert len(target["x"]) == len(comparison.spec.rounds) + len(comparison.baseline.rounds), "one bar per round"
     assert json.dumps(chart).count("finish ") == 2, "a finish mark per lane"
@@ -105,9 +110,18 @@ def test_rounds_shows_a_measured_run_s_race_latency_and_time_lanes(no_model, poi
 
 def test_compare_drafts_races_every_drafter_on_the_prompt_shown(no_model, points):
     at = AppTest.from_file("../../pages/3_Compare_drafts.py", default_timeout=60)
-    at.session_state["cmp-sweep"] = sweeps.Sweep(len(points), {"target": "tiny-target", "drafts": ["ngram", "tiny-padded"],
-                                                               "prompts": [PROMPT], "settings": SETTINGS,
-                                                               "parameters": {}}, list(points), sweeps.DONE)
+    at.session_state["cmp-sweep"] = sweeps.Sweep(
+        len(points),
+        {
+            "target": "tiny-target",
+            "drafts": ["ngram", "tiny-padded"],
+            "prompts": [PROMPT],
+            "settings": SETTINGS,
+            "parameters": {},
+        },
+        list(points),
+        sweeps.DONE,
+    )
     at.run()
     assert not at.exception
     assert lane_names(race_doc(at)) == [race.BASELINE, "ngram", "tiny-padded"]

@@ -3,8 +3,9 @@
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app_helpers import chart_titles
 from specviz.app.views import figures
+
+from app_helpers import chart_titles
 
 pytestmark = pytest.mark.slow
 

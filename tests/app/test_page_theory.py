@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app_helpers import figure
-
 from specviz import theory
 from specviz.comparison import loads
+
+from app_helpers import figure
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = str(ROOT / "pages" / "5_Theory.py")
@@ -102,8 +102,11 @@ def test_worksheet_computes_alpha_from_the_edited_table():
     assert metric(at, "Worksheet α") == f"{10 / 20:.3f}"  # default rounds: 4+2+0+3+1 of 5×4
     # Row 1 now keeps 1 of 4, row 5 is deleted, a round of 6 fully accepted drafts is added:
     # (1 + 2 + 0 + 3 + 6) / (4 + 4 + 4 + 4 + 6) = 12 / 22.
-    at.session_state["theory-worksheet"] = {"edited_rows": {0: {"accepted": 1}}, "added_rows": [{"drafted": 6, "accepted": 6}],
-                                            "deleted_rows": [4]}
+    at.session_state["theory-worksheet"] = {
+        "edited_rows": {0: {"accepted": 1}},
+        "added_rows": [{"drafted": 6, "accepted": 6}],
+        "deleted_rows": [4],
+    }
     at.run()
     assert not at.exception
     assert metric(at, "Worksheet α") == f"{12 / 22:.3f}"

@@ -16,6 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from specviz import cli
 from specviz.records import Round
+
 from tiny import VOCAB, WORDS, make_tokenizer, tiny_llama
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,11 +9,12 @@ replayable JSON export) and compared with `generate` in this process on the same
 import pytest
 from playwright.sync_api import expect
 
-from browser_helpers import choose, download_json, press, screenshot, type_number, wait_idle
 from specviz.config import Decoding
 from specviz.decode import generate
 from specviz.drafters import build_drafter
 from specviz.models import load_model
+
+from browser_helpers import choose, download_json, press, screenshot, type_number, wait_idle
 
 STRUCTURE = ("gamma", "drafted", "n_accepted", "next_token", "next_kind", "emitted")
 RECORDED = "Showing a run recorded by the project"
@@ -59,16 +60,24 @@ def test_two_sessions_at_once_get_the_runs_they_would_get_alone(browser, app_url
         (record,) = download_json(page).values()
         run = record["spec"]
         assert run["draft"] == draft
-        assert (run["settings"]["gamma"], run["settings"]["max_new_tokens"], run["settings"]["seed"]) == (gamma, 16, seed)
+        assert (run["settings"]["gamma"], run["settings"]["max_new_tokens"], run["settings"]["seed"]) == (
+            gamma,
+            16,
+            seed,
+        )
         assert run["settings"]["sampling"]["temperature"] == pytest.approx(temperature)
 
-        alone = generate(target, build_drafter(draft, target, load_model), run["prompt"],
-                         Decoding.from_dict(run["settings"]))
+        alone = generate(
+            target, build_drafter(draft, target, load_model), run["prompt"], Decoding.from_dict(run["settings"])
+        )
         assert run["output_ids"] == alone.output_ids, f"{draft}: the session's output differs from the run alone"
-        assert [{k: r[k] for k in STRUCTURE} for r in run["rounds"]] == \
-               [{k: getattr(r, k) for k in STRUCTURE} for r in alone.rounds]
-        assert record["baseline"]["output_ids"] == generate(target, None, run["prompt"],
-                                                            Decoding.from_dict(run["settings"])).output_ids
+        assert [{k: r[k] for k in STRUCTURE} for r in run["rounds"]] == [
+            {k: getattr(r, k) for k in STRUCTURE} for r in alone.rounds
+        ]
+        assert (
+            record["baseline"]["output_ids"]
+            == generate(target, None, run["prompt"], Decoding.from_dict(run["settings"])).output_ids
+        )
         screenshot(page, f"concurrent_{draft.replace(':', '_')}")
     for context, *_ in sessions.values():
         context.close()

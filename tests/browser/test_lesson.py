@@ -5,12 +5,13 @@ session-wide server of the other browser tests has loaded the target by the time
 """
 
 import pytest
+from conftest import streamlit_server
 from playwright.sync_api import expect
 
-from browser_helpers import screenshot, wait_idle
-from conftest import streamlit_server
 from specviz.app.lesson.steps import STEPS, draft_verify
 from specviz.lesson import recordings
+
+from browser_helpers import screenshot, wait_idle
 
 
 @pytest.fixture(scope="module")

@@ -5,11 +5,12 @@ what its runs show without a contradiction warning; the trees step labels the fl
 """
 
 import pytest
+from conftest import streamlit_server
 from playwright.sync_api import expect
 
-from browser_helpers import screenshot, wait_idle
-from conftest import streamlit_server
 from specviz.app.lesson.steps import STEPS
+
+from browser_helpers import screenshot, wait_idle
 
 STEP = {s.key: i for i, s in enumerate(STEPS, start=1)}
 

@@ -7,11 +7,12 @@ shows, whether it has crossed its finish line) while it plays.
 import time
 
 import pytest
+from conftest import serve
 from playwright.sync_api import expect
 
-from browser_helpers import screenshot, wait_idle
-from conftest import serve
 from specviz import race
+
+from browser_helpers import screenshot, wait_idle
 
 KEY = "race-presenter-3c1"
 VIEW = {"width": 1280, "height": 2000}
@@ -68,7 +69,9 @@ def test_home_races_the_shipped_recording(page, app_url):
     at = names.index(first.name), names.index(last.name)
     assert any(frame[at[0]]["finished"] and not frame[at[1]]["finished"] for frame in seen)
     frame = page.frame_locator('iframe[title="st.iframe"]').first
-    expect(frame.locator(f'.lane[data-lane="{first.name}"] .lane-flag')).to_contain_text(f"finished at {first.finish:.2f} s")
+    expect(frame.locator(f'.lane[data-lane="{first.name}"] .lane-flag')).to_contain_text(
+        f"finished at {first.finish:.2f} s"
+    )
     assert frame.locator(".lane .sv-accepted").count() > 0 and frame.locator(".lane .sv-target").count() > 0
     no_exception(page)
     screenshot(page, "race")
@@ -89,8 +92,9 @@ def test_rounds_races_a_live_run_against_the_target_alone(page, app_url):
     assert [lane["name"] for lane in last][0] == race.BASELINE and len(last) == 2
     assert all(lane["finished"] and lane["shown"] == lane["total"] == 24 for lane in last)
     assert any(0 < lane["shown"] < lane["total"] for frame in seen for lane in frame)
-    expect(page.locator('[data-testid="stPlotlyChart"]').filter(has_text="Where the time goes").locator(".main-svg")
-           .first).to_be_attached()
+    expect(
+        page.locator('[data-testid="stPlotlyChart"]').filter(has_text="Where the time goes").locator(".main-svg").first
+    ).to_be_attached()
     expect(page.locator('[data-testid="stDataFrame"]').first).to_be_visible()
     no_exception(page)
 
@@ -127,8 +131,9 @@ def test_a_follower_sees_the_race_the_presenter_shows(browser, room_url):
     expect(learner.get_by_text("Following the presenter's race: 2×")).to_be_visible(timeout=FOLLOW_TIMEOUT)
     mine = watch(presenter, 20)[-1]
     theirs = watch(learner, 20)[-1]
-    assert [(lane["name"], lane["finish"], lane["total"]) for lane in theirs] == \
-        [(lane["name"], lane["finish"], lane["total"]) for lane in mine], "the presenter's run, lane by lane"
+    assert [(lane["name"], lane["finish"], lane["total"]) for lane in theirs] == [
+        (lane["name"], lane["finish"], lane["total"]) for lane in mine
+    ], "the presenter's run, lane by lane"
     assert all(lane["finished"] for lane in theirs)
     assert "replayed at 2×" in srcdoc(learner)
 

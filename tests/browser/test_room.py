@@ -9,11 +9,12 @@ import time
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from conftest import serve
 from playwright.sync_api import expect
 
-from browser_helpers import choose, screenshot, slider, type_number, wait_idle
-from conftest import serve
 from specviz.app.lesson.steps import STEPS
+
+from browser_helpers import choose, screenshot, slider, type_number, wait_idle
 
 KEY = "teacher-7f3a"
 VIEW = {"width": 1280, "height": 2000}

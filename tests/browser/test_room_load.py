@@ -32,10 +32,10 @@ import time
 from urllib.parse import quote
 
 import psutil
+from conftest import serve
 from playwright.sync_api import expect
 
 from browser_helpers import ARTIFACTS, keep_figures, screenshot, wait_idle
-from conftest import serve
 
 SESSIONS = int(os.environ.get("SPECVIZ_LOAD_SESSIONS", 6))  # benchmarks/room_load.py: 20
 # The server holds one SmolLM2-135M target (~0.6 GB in fp32 with torch around it) whatever the room's
@@ -187,13 +187,15 @@ def test_sessions_with_differing_settings_queue_and_all_get_their_result(browser
         first_places = sorted(int(PLACE.search(seen[0]).group(1)) for seen in notes if seen)
         # The clicks land within a second or two and each run takes longer than that, so all but the
         # first session (or two, if the first run ended while the clicks were still landing) waited ...
-        assert len(first_places) >= SESSIONS - 2, f"only {len(first_places)} sessions were shown a place: {first_places}"
+        shown = len(first_places)
+        assert shown >= SESSIONS - 2, f"only {shown} sessions were shown a place: {first_places}"
         # ... each in its own place, the last of them far down the line
         assert len(set(first_places)) == len(first_places) and first_places[-1] >= SESSIONS - 2, first_places
         estimates = [int(m.group(1)) for seen in notes for text in seen if (m := WAIT.search(text))]
         assert estimates, "no waiting session was given an estimate of its wait once a run had finished"
-        figures.update(sessions_shown_a_place=len(first_places), first_places_shown=first_places,
-                       largest_estimate_s=max(estimates))
+        figures.update(
+            sessions_shown_a_place=len(first_places), first_places_shown=first_places, largest_estimate_s=max(estimates)
+        )
         _keep("differing", figures)
         screenshot(pages[-1], "room_load_last")
         for page in pages:

@@ -13,6 +13,7 @@ from specviz.drafters.costs import DECAY, Costs
 from specviz.drafters.suffix import CORPUS, Cut, SuffixDrafter
 from specviz.drafters.suffix_index import SuffixCorpus
 from specviz.errors import ConfigError
+
 from tiny import PROMPTS
 
 pytestmark = pytest.mark.usefixtures("one_thread")

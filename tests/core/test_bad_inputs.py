@@ -17,6 +17,13 @@ from pathlib import Path
 import pytest
 import torch
 from streamlit.testing.v1 import AppTest
+from transformers import BertConfig, BertForMaskedLM, LlamaModel
+
+from specviz import config
+from specviz.app import controls, service
+from specviz.cli import main
+from specviz.lab.worker import Worker
+
 from tiny import (
     FOREIGN_WORDS,
     PADDED_ROWS,
@@ -26,12 +33,6 @@ from tiny import (
     padded_copy,
     tiny_llama,
 )
-from transformers import BertConfig, BertForMaskedLM, LlamaModel
-
-from specviz import config
-from specviz.app import controls, service
-from specviz.cli import main
-from specviz.lab.worker import Worker
 from worker_models import OOM_FLAG
 
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "1_Rounds.py")
@@ -111,29 +112,57 @@ SETTINGS_CASES = [
     ("05-gamma-negative", run_args("--gamma", "-3"), ["gamma (draft length) must be between 1 and 64, got -3"]),
     ("06-gamma-10000", run_args("--gamma", "10000"), ["gamma (draft length) must be between 1 and 64, got 10000"]),
     ("07-max-new-tokens-0", run_args("--max-new-tokens", "0"), ["max new tokens must be between 1 and 4096, got 0"]),
-    ("08-max-new-tokens-huge", run_args("--max-new-tokens", str(10**7)),
-     ["max new tokens must be between 1 and 4096, got 10000000"]),
-    ("09-temperature-negative", run_args("--temperature", "-0.5"),
-     ["temperature must be between 0 (greedy) and 100, got -0.5"]),
-    ("10-temperature-over-100", run_args("--temperature", "1000"),
-     ["temperature must be between 0 (greedy) and 100, got 1000"]),
+    (
+        "08-max-new-tokens-huge",
+        run_args("--max-new-tokens", str(10**7)),
+        ["max new tokens must be between 1 and 4096, got 10000000"],
+    ),
+    (
+        "09-temperature-negative",
+        run_args("--temperature", "-0.5"),
+        ["temperature must be between 0 (greedy) and 100, got -0.5"],
+    ),
+    (
+        "10-temperature-over-100",
+        run_args("--temperature", "1000"),
+        ["temperature must be between 0 (greedy) and 100, got 1000"],
+    ),
     ("10-temperature-nan", run_args("--temperature", "nan"), ["temperature must be a finite number"]),
-    ("12-top-p-0", run_args("--temperature", "1", "--top-p", "0"), ["top-p must be above 0 and at most 1 (1 = off), got 0"]),
+    (
+        "12-top-p-0",
+        run_args("--temperature", "1", "--top-p", "0"),
+        ["top-p must be above 0 and at most 1 (1 = off), got 0"],
+    ),
     ("12-top-p-negative", run_args("--top-p", "-0.2"), ["top-p must be above 0 and at most 1", "got -0.2"]),
     ("13-top-p-over-1", run_args("--top-p", "1.5"), ["top-p must be above 0 and at most 1", "got 1.5"]),
-    ("14-tolerance-negative", run_args("--verify", "relaxed", "--tolerance", "-1"),
-     ["tolerance τ must be between 0 and 50 (nats), got -1"]),
-    ("14-tolerance-over-50", run_args("--verify", "relaxed", "--tolerance", "51"),
-     ["tolerance τ must be between 0 and 50 (nats), got 51"]),
-    ("15-lenience-0", run_args("--verify", "relaxed", "--lenience", "0"),
-     ["lenience must be above 0 and at most 1 (1 = exact), got 0"]),
-    ("15-lenience-over-1", run_args("--verify", "relaxed", "--lenience", "1.5"),
-     ["lenience must be above 0 and at most 1 (1 = exact), got 1.5"]),
+    (
+        "14-tolerance-negative",
+        run_args("--verify", "relaxed", "--tolerance", "-1"),
+        ["tolerance τ must be between 0 and 50 (nats), got -1"],
+    ),
+    (
+        "14-tolerance-over-50",
+        run_args("--verify", "relaxed", "--tolerance", "51"),
+        ["tolerance τ must be between 0 and 50 (nats), got 51"],
+    ),
+    (
+        "15-lenience-0",
+        run_args("--verify", "relaxed", "--lenience", "0"),
+        ["lenience must be above 0 and at most 1 (1 = exact), got 0"],
+    ),
+    (
+        "15-lenience-over-1",
+        run_args("--verify", "relaxed", "--lenience", "1.5"),
+        ["lenience must be above 0 and at most 1 (1 = exact), got 1.5"],
+    ),
     ("31-unknown-device", run_args("--device", "tpu"), ["unknown device 'tpu'; use auto, cpu, cuda or mps"]),
     ("31-unknown-dtype", run_args("--dtype", "fp8"), ["unknown dtype 'fp8'; use auto, fp32, bf16 or fp16"]),
     ("32-repeats-0", run_args("--repeats", "0"), ["argument --pairs/--repeats: must be at least 1, got 0"]),
-    ("32-repeats-not-a-number", run_args("--repeats", "two"),
-     ["argument --pairs/--repeats: must be a whole number, got 'two'"]),
+    (
+        "32-repeats-not-a-number",
+        run_args("--repeats", "two"),
+        ["argument --pairs/--repeats: must be a whole number, got 'two'"],
+    ),
     ("32-pairs-too-many", run_args("--pairs", "10"), ["argument --pairs/--repeats: must be at most 9, got 10"]),
 ]
 
@@ -158,33 +187,84 @@ def test_cli_31_fp16_on_the_cpu(capsys):
 
 # Model cases: a tiny target (or draft) from a folder. {name} is replaced by that folder.
 MODEL_CASES = [
-    ("03-prompt-longer-than-context", ["--target", "{target}"], TOO_LONG,
-     ["the prompt is 300 tokens but this run has room for 243", "shorten it or lower max new tokens"]),
-    ("16-unknown-hub-id-offline", ["--target", "nobody/no-such-model-xyz"], PROMPT,
-     ["'nobody/no-such-model-xyz' is not a local folder or a built-in name", "cannot be reached (offline)",
-      "use 'default', a shipped draft, or a local model folder"]),
-    ("16-unknown-draft-offline", ["--target", "{target}", "--draft", "nobody/no-such-draft"], PROMPT,
-     ["'nobody/no-such-draft' is not a local folder", "cannot be reached (offline)"]),
+    (
+        "03-prompt-longer-than-context",
+        ["--target", "{target}"],
+        TOO_LONG,
+        ["the prompt is 300 tokens but this run has room for 243", "shorten it or lower max new tokens"],
+    ),
+    (
+        "16-unknown-hub-id-offline",
+        ["--target", "nobody/no-such-model-xyz"],
+        PROMPT,
+        [
+            "'nobody/no-such-model-xyz' is not a local folder or a built-in name",
+            "cannot be reached (offline)",
+            "use 'default', a shipped draft, or a local model folder",
+        ],
+    ),
+    (
+        "16-unknown-draft-offline",
+        ["--target", "{target}", "--draft", "nobody/no-such-draft"],
+        PROMPT,
+        ["'nobody/no-such-draft' is not a local folder", "cannot be reached (offline)"],
+    ),
     ("17-target-folder-missing", ["--target", "{missing}"], PROMPT, ["does not exist; check the path"]),
-    ("17-draft-folder-missing", ["--target", "{target}", "--draft", "{missing}"], PROMPT,
-     ["does not exist; check the path"]),
+    (
+        "17-draft-folder-missing",
+        ["--target", "{target}", "--draft", "{missing}"],
+        PROMPT,
+        ["does not exist; check the path"],
+    ),
     ("18-folder-empty", ["--target", "{empty}"], PROMPT, ["has no config.json, so it holds no saved model"]),
-    ("19-config-json-garbage", ["--target", "{bad-config}"], PROMPT,
-     ["could not load", "not a valid JSON file", "damaged or incomplete: save or download them again"]),
-    ("19-safetensors-truncated", ["--target", "{target}", "--draft", "{truncated}"], PROMPT,
-     ["could not load", "incomplete metadata", "damaged or incomplete: save or download them again"]),
-    ("20-draft-with-another-vocabulary", ["--target", "{target}", "--draft", "{foreign}"], PROMPT,
-     ["cannot draft for", "their tokenizers differ", "pick a draft of the target's model family, or ngram"]),
-    ("22-bert-as-target", ["--target", "{bert}"], PROMPT,
-     ["is a BertForMaskedLM, not a causal language model", "pick a decoder-only model"]),
-    ("22-bert-as-draft", ["--target", "{target}", "--draft", "{bert}"], PROMPT,
-     ["is a BertForMaskedLM, not a causal language model"]),
-    ("30-ngram-0", ["--target", "{target}", "--draft", "ngram:0"], PROMPT,
-     ["ngram:N (longest n-gram matched) must be a positive whole number, got '0'"]),
-    ("30-layerskip-999", ["--target", "{target}", "--draft", "layerskip:999"], PROMPT,
-     ["layerskip:999 keeps too many layers: this target has 4, so use layerskip:1 … layerskip:3"]),
-    ("30-layerskip-abc", ["--target", "{target}", "--draft", "layerskip:abc"], PROMPT,
-     ["layerskip:K (number of target layers to keep) must be a positive whole number, got 'abc'"]),
+    (
+        "19-config-json-garbage",
+        ["--target", "{bad-config}"],
+        PROMPT,
+        ["could not load", "not a valid JSON file", "damaged or incomplete: save or download them again"],
+    ),
+    (
+        "19-safetensors-truncated",
+        ["--target", "{target}", "--draft", "{truncated}"],
+        PROMPT,
+        ["could not load", "incomplete metadata", "damaged or incomplete: save or download them again"],
+    ),
+    (
+        "20-draft-with-another-vocabulary",
+        ["--target", "{target}", "--draft", "{foreign}"],
+        PROMPT,
+        ["cannot draft for", "their tokenizers differ", "pick a draft of the target's model family, or ngram"],
+    ),
+    (
+        "22-bert-as-target",
+        ["--target", "{bert}"],
+        PROMPT,
+        ["is a BertForMaskedLM, not a causal language model", "pick a decoder-only model"],
+    ),
+    (
+        "22-bert-as-draft",
+        ["--target", "{target}", "--draft", "{bert}"],
+        PROMPT,
+        ["is a BertForMaskedLM, not a causal language model"],
+    ),
+    (
+        "30-ngram-0",
+        ["--target", "{target}", "--draft", "ngram:0"],
+        PROMPT,
+        ["ngram:N (longest n-gram matched) must be a positive whole number, got '0'"],
+    ),
+    (
+        "30-layerskip-999",
+        ["--target", "{target}", "--draft", "layerskip:999"],
+        PROMPT,
+        ["layerskip:999 keeps too many layers: this target has 4, so use layerskip:1 … layerskip:3"],
+    ),
+    (
+        "30-layerskip-abc",
+        ["--target", "{target}", "--draft", "layerskip:abc"],
+        PROMPT,
+        ["layerskip:K (number of target layers to keep) must be a positive whole number, got 'abc'"],
+    ),
 ]
 
 
@@ -256,8 +336,10 @@ def out_of_memory(*args, **kwargs):
 def test_cli_29_out_of_memory(capsys, folders, monkeypatch):
     monkeypatch.setattr(LlamaModel, "forward", out_of_memory)  # every target forward runs the base model
     err = cli_error(capsys, run_args("--target", folders["target"]))
-    assert err.endswith("the GPU ran out of memory; pick a smaller target or draft, lower max new tokens, "
-                        "load in fp16 (--dtype fp16), or run on the CPU (--device cpu)")
+    assert err.endswith(
+        "the GPU ran out of memory; pick a smaller target or draft, lower max new tokens, "
+        "load in fp16 (--dtype fp16), or run on the CPU (--device cpu)"
+    )
 
 
 # --- app: the Rounds page --------------------------------------------------------------------
@@ -288,10 +370,31 @@ def page(folders, monkeypatch, offline, app_worker) -> AppTest:
     """
     monkeypatch.setattr(service, "new_service", lambda: service.RunService(app_worker))
     service.service.clear()
-    monkeypatch.setattr(controls, "target_options", lambda: ["default", "nobody/no-such-model-xyz", folders["missing"],
-                                                       folders["empty"], folders["bad-config"], folders["bert"]])
-    monkeypatch.setattr(controls, "draft_options", lambda: ["ngram", folders["padded"], folders["foreign"],
-                                                      folders["truncated"], folders["bert"], "layerskip:4", "ngram:0"])
+    monkeypatch.setattr(
+        controls,
+        "target_options",
+        lambda: [
+            "default",
+            "nobody/no-such-model-xyz",
+            folders["missing"],
+            folders["empty"],
+            folders["bad-config"],
+            folders["bert"],
+        ],
+    )
+    monkeypatch.setattr(
+        controls,
+        "draft_options",
+        lambda: [
+            "ngram",
+            folders["padded"],
+            folders["foreign"],
+            folders["truncated"],
+            folders["bert"],
+            "layerskip:4",
+            "ngram:0",
+        ],
+    )
     at = AppTest.from_file(PAGE, default_timeout=60).run()
     assert not at.exception
     prompt_box(at).set_value(PROMPT)
@@ -322,8 +425,11 @@ def assert_refused(at: AppTest, kept, *words: str) -> None:
 APP_PROMPT_CASES = [
     ("01-empty-prompt", "", ["the prompt is empty"]),
     ("02-whitespace-prompt", "   \n  ", ["the prompt is empty"]),
-    ("03-prompt-longer-than-context", TOO_LONG,
-     ["the prompt is 300 tokens but this run has room for", "shorten it or lower max new tokens"]),
+    (
+        "03-prompt-longer-than-context",
+        TOO_LONG,
+        ["the prompt is 300 tokens but this run has room for", "shorten it or lower max new tokens"],
+    ),
 ]
 
 
@@ -343,7 +449,12 @@ APP_MODEL_CASES = [
     ("16-unknown-hub-id-offline", "rounds-target", "nobody/no-such-model-xyz", ["cannot be reached (offline)"]),
     ("17-folder-missing", "rounds-target", "{missing}", ["does not exist; check the path"]),
     ("18-folder-empty", "rounds-target", "{empty}", ["has no config.json"]),
-    ("19-config-json-garbage", "rounds-target", "{bad-config}", ["not a valid JSON file", "save or download them again"]),
+    (
+        "19-config-json-garbage",
+        "rounds-target",
+        "{bad-config}",
+        ["not a valid JSON file", "save or download them again"],
+    ),
     ("19-safetensors-truncated", "rounds-draft", "{truncated}", ["incomplete metadata", "save or download them again"]),
     ("20-draft-with-another-vocabulary", "rounds-draft", "{foreign}", ["their tokenizers differ"]),
     ("22-bert-as-target", "rounds-target", "{bert}", ["is a BertForMaskedLM, not a causal language model"]),
@@ -373,8 +484,12 @@ def test_app_29_out_of_memory_then_keeps_working(page, oom_flag):
     oom_flag.touch()  # the worker's GPU is full
     try:
         page.slider(key="rounds-gamma").set_value(2).run()
-        assert_refused(page, kept, "the GPU ran out of memory; pick a smaller target or draft, lower max new tokens, "
-                                   "or run SpecViz on a machine with more GPU memory")
+        assert_refused(
+            page,
+            kept,
+            "the GPU ran out of memory; pick a smaller target or draft, lower max new tokens, "
+            "or run SpecViz on a machine with more GPU memory",
+        )
     finally:
         oom_flag.unlink()
     page.slider(key="rounds-gamma").set_value(3).run()  # memory back: the next run works
@@ -387,12 +502,21 @@ def upload(at: AppTest, data: bytes) -> None:
 
 
 EXPORT_CASES = [
-    ("27-export-truncated", lambda text: text[: len(text) // 2], ["the file is not valid JSON", "export the run again"]),
+    (
+        "27-export-truncated",
+        lambda text: text[: len(text) // 2],
+        ["the file is not valid JSON", "export the run again"],
+    ),
     ("27-export-empty", lambda text: "", ["the file is not valid JSON"]),
     ("27-export-not-an-export", lambda text: "[1, 2, 3]", ["not a SpecViz export; load a file saved by"]),
-    ("28-export-other-schema", lambda text: text.replace("specviz.run/1", "specviz.run/0"),
-     ["not a SpecViz run of this version (expected schema 'specviz.run/1', found 'specviz.run/0')",
-      "export it again with this version of SpecViz"]),
+    (
+        "28-export-other-schema",
+        lambda text: text.replace("specviz.run/1", "specviz.run/0"),
+        [
+            "not a SpecViz run of this version (expected schema 'specviz.run/1', found 'specviz.run/0')",
+            "export it again with this version of SpecViz",
+        ],
+    ),
 ]
 
 

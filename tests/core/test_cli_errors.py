@@ -41,19 +41,25 @@ def test_missing_prompts_file(capsys, tmp_path):
 def test_prompts_file_not_json(capsys, tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text("{not json\n")
-    assert "not valid JSON" in _error(capsys, ["bench", "--draft", "ngram", "--prompts", str(bad), "--out", str(tmp_path / "o")])
+    assert "not valid JSON" in _error(
+        capsys, ["bench", "--draft", "ngram", "--prompts", str(bad), "--out", str(tmp_path / "o")]
+    )
 
 
 def test_prompts_file_lacks_keys(capsys, tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"id": 1, "text": "x"}) + "\n")
-    assert "lacks prompt" in _error(capsys, ["bench", "--draft", "ngram", "--prompts", str(bad), "--out", str(tmp_path / "o")])
+    assert "lacks prompt" in _error(
+        capsys, ["bench", "--draft", "ngram", "--prompts", str(bad), "--out", str(tmp_path / "o")]
+    )
 
 
 def test_empty_prompts_file(capsys, tmp_path):
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n")
-    assert "no prompts" in _error(capsys, ["bench", "--draft", "ngram", "--prompts", str(empty), "--out", str(tmp_path / "o")])
+    assert "no prompts" in _error(
+        capsys, ["bench", "--draft", "ngram", "--prompts", str(empty), "--out", str(tmp_path / "o")]
+    )
 
 
 def test_missing_local_model_folder(capsys, tmp_path):
@@ -73,10 +79,26 @@ def test_tree_branching_zero(capsys):
 
 
 def test_tree_vs_chain_needs_a_tree(capsys, tmp_path):
-    assert "--tree-budget" in _error(capsys, ["bench", "--draft", "ngram", "--prompts", "eval", "--tree-vs-chain",
-                                              "--out", str(tmp_path / "o.jsonl")])
+    assert "--tree-budget" in _error(
+        capsys,
+        ["bench", "--draft", "ngram", "--prompts", "eval", "--tree-vs-chain", "--out", str(tmp_path / "o.jsonl")],
+    )
 
 
 def test_tree_with_relaxed_sampling_is_refused(capsys):
-    assert "exactly" in _error(capsys, ["run", "--prompt", "hi", "--tree-budget", "4", "--temperature", "1",
-                                        "--verify", "relaxed", "--lenience", "0.5"])
+    assert "exactly" in _error(
+        capsys,
+        [
+            "run",
+            "--prompt",
+            "hi",
+            "--tree-budget",
+            "4",
+            "--temperature",
+            "1",
+            "--verify",
+            "relaxed",
+            "--lenience",
+            "0.5",
+        ],
+    )

@@ -17,6 +17,7 @@ from transformers import DynamicCache
 
 from specviz.fast_path import GROUPED_SDPA, GrowingCache, PackedLinear, onednn_available, prepare
 from specviz.trees import keep_branch, target_attention
+
 from tiny import VOCAB, tiny_llama
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tiny import VOCAB
 from transformers import DynamicCache
 
 from specviz.config import Decoding, Sampling, Verification
 from specviz.decode import generate, target_logits
 from specviz.verify import LazyLogits, verify
+
+from tiny import VOCAB
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -6,15 +6,25 @@ import sys
 
 import pytest
 
-from specviz.app.lesson.steps import (STEPS, accept_reject, bonus, cost, draft_verify, gamma, heads, sampling,
-                                      trees, worksheet)
+from specviz.app.lesson.steps import (
+    STEPS,
+    accept_reject,
+    bonus,
+    cost,
+    draft_verify,
+    gamma,
+    heads,
+    sampling,
+    trees,
+    worksheet,
+)
+from specviz.comparison import Comparison
 from specviz.lab import same_distribution
 from specviz.lab.same_distribution import ALONE, EXACT, RELAXED
 from specviz.lesson import recordings
 from specviz.lesson.claim import direction
 from specviz.lesson.question import Question, Score
 from specviz.lesson.step import Data, step_index
-from specviz.comparison import Comparison
 
 REC = recordings.load()
 DATA = Data(REC.group, REC.lab)  # the recording, as the page shows it before any live run

@@ -14,14 +14,15 @@ import pytest
 import torch
 from hypothesis import strategies as st
 
-from tiny import PADDED_ROWS, VOCAB, WORDS, goodness_of_fit
+from specviz.comparison import Comparison, dumps, loads
 from specviz.config import Decoding, Sampling, TreeShape, Verification
 from specviz.decode import generate
 from specviz.drafters import NgramDrafter, Reason, build_drafter, layer_skip_view
 from specviz.errors import ConfigError, IncompatiblePairError, ModelLoadError, SpecVizError
 from specviz.records import BONUS, RESAMPLED, TARGET, Round, Run
-from specviz.comparison import Comparison, dumps, loads
 from specviz.verify import distribution
+
+from tiny import PADDED_ROWS, VOCAB, WORDS, goodness_of_fit
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

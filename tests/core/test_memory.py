@@ -40,4 +40,6 @@ def test_fifty_runs_keep_memory_flat(target, make_drafter):
     gc.collect()
     after = rss_mb()
     assert all(d() is None for d in drafters), "a finished run's drafter (and its KV cache) is still referenced"
-    assert after - warm < BOUND_MB, f"RSS grew {after - warm:.1f} MB over {RUNS - WARM_UP} runs ({warm:.0f} → {after:.0f} MB)"
+    assert after - warm < BOUND_MB, (
+        f"RSS grew {after - warm:.1f} MB over {RUNS - WARM_UP} runs ({warm:.0f} → {after:.0f} MB)"
+    )

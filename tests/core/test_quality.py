@@ -110,13 +110,24 @@ def test_greedy_sweep_reference_and_its_extremes(tiny_target):
     """τ = 0 is exact again (identical output); τ = 50 with top-k = the vocabulary accepts every draft
     (this model's log-probs at one position span under 30 nats, so every token is within τ of the best)."""
     calls = []
-    sweep = quality.tolerance_sweep(tiny_target, layerskip(tiny_target), PROMPT, Decoding(gamma=3, max_new_tokens=16),
-                                    [0.0, 50.0], top_k=VOCAB, on_point=lambda s, done, total: calls.append((done, total)))
+    sweep = quality.tolerance_sweep(
+        tiny_target,
+        layerskip(tiny_target),
+        PROMPT,
+        Decoding(gamma=3, max_new_tokens=16),
+        [0.0, 50.0],
+        top_k=VOCAB,
+        on_point=lambda s, done, total: calls.append((done, total)),
+    )
     assert sweep.complete and sweep.parameter == quality.TAU and sweep.top_k == VOCAB
     assert calls == [(1, 3), (2, 3), (3, 3)]
     ref = sweep.reference
     assert ref.identical_to_baseline  # exact greedy verification is lossless
-    assert (ref.quality.agreement, ref.quality.bleu, ref.quality.rouge_l) == (1.0, pytest.approx(100.0), pytest.approx(1.0))
+    assert (ref.quality.agreement, ref.quality.bleu, ref.quality.rouge_l) == (
+        1.0,
+        pytest.approx(100.0),
+        pytest.approx(1.0),
+    )
     tight, loose = sweep.points
     assert tight.comparisons[0].spec.output_ids == ref.comparisons[0].spec.output_ids
     assert tight.quality.agreement == 1.0 and tight.quality.log_likelihood == pytest.approx(ref.quality.log_likelihood)
@@ -150,8 +161,14 @@ def test_stopping_keeps_the_points_done(tiny_target):
         asked.append(1)
         return len(asked) > 1
 
-    sweep = quality.tolerance_sweep(tiny_target, layerskip(tiny_target), PROMPT, Decoding(max_new_tokens=8),
-                                    [0.5, 1.0, 2.0], should_stop=stop_after_one)
+    sweep = quality.tolerance_sweep(
+        tiny_target,
+        layerskip(tiny_target),
+        PROMPT,
+        Decoding(max_new_tokens=8),
+        [0.5, 1.0, 2.0],
+        should_stop=stop_after_one,
+    )
     assert not sweep.complete and sweep.planned == 3
     assert [p.value for p in sweep.points] == [0.5]
     assert len(sweep.frame()) == 2
@@ -170,12 +187,20 @@ def test_out_of_range_values_are_refused_before_any_run(tiny_target):
 
 
 # --- task quality: final answers of math prompts ------------------------------------------------------
-@pytest.mark.parametrize("text, number", [
-    ("24 + 18 = 42 muffins, 42 - 29 = 13. He has 13 muffins left.", "13"),
-    ("The answer is 13. (Check: 13 + 29 = 42.)", "13"),  # a marked answer wins over later numbers
-    ("Final answer: $5.00", "5"), ("#### 1,250", "1250"), (r"so \boxed{7}", "7"), ("It is 3.50 dollars.", "3.5"),
-    ("The temperature is -4 degrees.", "-4"), ("No number here.", None), ("", None),
-])
+@pytest.mark.parametrize(
+    "text, number",
+    [
+        ("24 + 18 = 42 muffins, 42 - 29 = 13. He has 13 muffins left.", "13"),
+        ("The answer is 13. (Check: 13 + 29 = 42.)", "13"),  # a marked answer wins over later numbers
+        ("Final answer: $5.00", "5"),
+        ("#### 1,250", "1250"),
+        (r"so \boxed{7}", "7"),
+        ("It is 3.50 dollars.", "3.5"),
+        ("The temperature is -4 degrees.", "-4"),
+        ("No number here.", None),
+        ("", None),
+    ],
+)
 def test_final_number_reads_the_answer_of_a_worked_solution(text, number):
     assert quality.final_number(text) == number
 
@@ -196,8 +221,9 @@ def test_answer_match_counts_only_checkable_references():
 
 
 def test_answer_rows_compare_every_rule_with_the_target_alone(tiny_target):
-    sweep = quality.tolerance_sweep(tiny_target, layerskip(tiny_target), PROMPT, Decoding(gamma=3, max_new_tokens=8),
-                                    [1.0])
+    sweep = quality.tolerance_sweep(
+        tiny_target, layerskip(tiny_target), PROMPT, Decoding(gamma=3, max_new_tokens=8), [1.0]
+    )
     rows = quality.answer_rows(sweep)
     assert [r["rule"] for r in rows] == ["exact", "τ=1"]
     assert all(r["checked"] == 0 and r["exact match"] is None for r in rows)  # tiny words: no numbers to check

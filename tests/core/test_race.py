@@ -8,13 +8,13 @@ from dataclasses import replace
 import pytest
 
 from specviz import race
+from specviz.comparison import Comparison, dumps, loads
 from specviz.config import Decoding
 from specviz.decode import generate
 from specviz.errors import SpecVizError
 from specviz.lab.bench import BENCH_FIELDS, bench_rows
 from specviz.lab.measure import compare
 from specviz.records import ACCEPTED, BONUS, RESAMPLED, TARGET
-from specviz.comparison import Comparison, dumps, loads
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -108,7 +108,8 @@ def test_latency_by_hand(comparison):
     figures = race.latency(run)
     assert figures.ttft == 0.5
     assert figures.gap_median == pytest.approx(0.05)  # gaps 0, 0, 0.4, 0.1
-    assert figures.gap_p90 == pytest.approx(0.31)  # between the 3rd (0.1) and the 4th (0.4) smallest gap: 0.1 + 0.7 × 0.3
+    assert figures.gap_p90 == pytest.approx(0.31)  # between the 3rd (0.1) and the 4th (0.4) smallest gap: 0.1 + 0.7
+                                                   # × 0.3
     one = race.latency(_with_times(comparison.spec, [0.2]))
     assert (one.ttft, one.gap_median, one.gap_p90) == (0.2, 0.0, 0.0)
 
@@ -157,8 +158,9 @@ def test_spans_put_each_round_s_forward_just_before_its_tokens(comparison):
 
 
 def test_bench_rows_add_latency_fields_and_keep_the_old_ones(target, make_drafter):
-    rows = list(bench_rows(target, {"ngram": lambda: make_drafter("ngram")}, [{"id": "a", "prompt": PROMPT}],
-                           [SETTINGS]))
+    rows = list(
+        bench_rows(target, {"ngram": lambda: make_drafter("ngram")}, [{"id": "a", "prompt": PROMPT}], [SETTINGS])
+    )
     row = rows[0]
     assert list(row)[: len(BENCH_FIELDS)] == list(BENCH_FIELDS)
     for prefix, seconds in (("", "spec_seconds"), ("baseline_", "baseline_seconds")):

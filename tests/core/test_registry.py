@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 from specviz.cli import main
 from specviz.drafters import DRAFTERS, Drafter, Kind, Proposal, learns_across_runs, offered, register
 from specviz.errors import ConfigError
+
 from tiny import VOCAB, WORDS, make_tokenizer, tiny_llama
 
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "1_Rounds.py")

@@ -10,6 +10,7 @@ from specviz.drafters.ngram import NgramDrafter
 from specviz.drafters.suffix import SuffixDrafter
 from specviz.drafters.suffix_index import SuffixCorpus
 from specviz.lab.replay import replay
+
 from tiny import PROMPTS
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -12,6 +12,7 @@ from specviz.config import Decoding, TreeShape
 from specviz.decode import generate
 from specviz.drafters.suffix import SuffixDrafter, corpus_for
 from specviz.drafters.suffix_index import SEPARATOR, LocalIndex, SuffixCorpus, suffix_array
+
 from tiny import PROMPTS
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -9,14 +9,15 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from tiny import goodness_of_fit
+from specviz.comparison import dumps, loads
 from specviz.config import Decoding, Sampling, TreeShape, Verification
 from specviz.decode import generate, target_forward
 from specviz.errors import ConfigError
 from specviz.records import ACCEPTED, DRAFTED, REJECTED, Run
-from specviz.comparison import dumps, loads
 from specviz.trees import ancestors, grow, keep_branch, target_attention, trie, verify_tree
 from specviz.verify import LazyLogits
+
+from tiny import goodness_of_fit
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -52,15 +53,25 @@ def test_trees_branch_and_keep_a_branch_off_the_first_child(target, make_drafter
 def test_a_tree_gains_tokens_per_round_over_its_chain_at_the_same_verified_count(target, make_drafter):
     chain = tree = 0.0
     for prompt, max_new in PROMPTS:
-        chain += generate(target, make_drafter("tiny-padded"), prompt, Decoding(gamma=8, max_new_tokens=max_new)).mean_accepted_tokens
-        tree += generate(target, make_drafter("tiny-padded"), prompt,
-                         Decoding(gamma=4, max_new_tokens=max_new, tree=TreeShape(budget=8, branching=2))).mean_accepted_tokens
+        chain += generate(
+            target, make_drafter("tiny-padded"), prompt, Decoding(gamma=8, max_new_tokens=max_new)
+        ).mean_accepted_tokens
+        tree += generate(
+            target,
+            make_drafter("tiny-padded"),
+            prompt,
+            Decoding(gamma=4, max_new_tokens=max_new, tree=TreeShape(budget=8, branching=2)),
+        ).mean_accepted_tokens
     assert tree > chain
 
 
 def test_eos_inside_a_tree_round_stops_the_run(eos_case):
-    run = generate(eos_case.target, eos_case.drafter("tiny-draft-eos"), eos_case.prompt,
-                   Decoding(gamma=4, max_new_tokens=30, tree=TreeShape(budget=8)))
+    run = generate(
+        eos_case.target,
+        eos_case.drafter("tiny-draft-eos"),
+        eos_case.prompt,
+        Decoding(gamma=4, max_new_tokens=30, tree=TreeShape(budget=8)),
+    )
     assert run.output_ids[-1] == eos_case.eos_id and len(run.output_ids) == eos_case.eos_index + 1
 
 
@@ -166,8 +177,11 @@ def test_ngram_tree_holds_several_earlier_matches(target, make_drafter):
     context = torch.tensor([[10, 11, 12, 13, 5, 10, 11, 20, 21, 6, 10, 11]])
     proposal = drafter.propose(context, 3, Sampling(), None)
     # "10 11" was followed by "12 13 5" and by "20 21 6"; the latest match comes first
-    branches = {tuple(proposal.ids[a].item() for a in ancestors(proposal.parents, i))
-                for i in range(len(proposal.parents)) if i not in proposal.parents}
+    branches = {
+        tuple(proposal.ids[a].item() for a in ancestors(proposal.parents, i))
+        for i in range(len(proposal.parents))
+        if i not in proposal.parents
+    }
     assert branches == {(20, 21), (12, 13)}  # a 2-token match drafts at most 2 tokens
 
 
@@ -232,14 +246,20 @@ def test_sampling_accepts_more_with_more_children():
     for k in accepted:
         for _ in range(2000):
             drawn = torch.multinomial(Q, k, replacement=False, generator=generator)
-            accepted[k] += bool(verify_tree(logits, drawn, [-1] * k, Q.expand(k, 5), sampling, Verification(), generator).path)
+            accepted[k] += bool(
+                verify_tree(logits, drawn, [-1] * k, Q.expand(k, 5), sampling, Verification(), generator).path
+            )
     assert accepted[3] > accepted[1] * 1.2
 
 
 # --- records and settings -----------------------------------------------------------------------
 def test_a_tree_round_is_recorded_whole_and_survives_export(target, make_drafter):
-    run = generate(target, make_drafter("tiny-padded"), "w1 w2 w3 w4 w5",
-                   Decoding(gamma=4, max_new_tokens=12, tree=TreeShape(budget=8)))
+    run = generate(
+        target,
+        make_drafter("tiny-padded"),
+        "w1 w2 w3 w4 w5",
+        Decoding(gamma=4, max_new_tokens=12, tree=TreeShape(budget=8)),
+    )
     again = loads(dumps(run))
     assert isinstance(again, Run) and again.rounds[0].tree == run.rounds[0].tree
     assert all(r.tree for r in run.rounds[:-1])
@@ -258,8 +278,11 @@ def test_tree_settings_are_checked():
     with pytest.raises(ConfigError, match="branching"):
         TreeShape(budget=4, branching=0)
     with pytest.raises(ConfigError, match="exactly"):
-        Decoding(tree=TreeShape(budget=4), sampling=Sampling(temperature=1.0),
-                 verification=Verification(mode="relaxed", lenience=0.5))
+        Decoding(
+            tree=TreeShape(budget=4),
+            sampling=Sampling(temperature=1.0),
+            verification=Verification(mode="relaxed", lenience=0.5),
+        )
     assert Decoding.from_dict(Decoding(tree=TreeShape(budget=6)).to_dict()).tree.budget == 6
 
 
@@ -284,8 +307,12 @@ def test_the_best_tree_beats_the_chain_of_as_many_nodes_and_keeps_the_budget():
 
 
 def test_tree_theory_from_a_runs_own_rank_acceptance_matches_its_tokens_per_round(target, make_drafter):
-    run = generate(target, make_drafter("tiny-padded"), "w1 w2 w3 w4 w5",
-                   Decoding(gamma=4, max_new_tokens=60, tree=TreeShape(budget=6, branching=2)))
+    run = generate(
+        target,
+        make_drafter("tiny-padded"),
+        "w1 w2 w3 w4 w5",
+        Decoding(gamma=4, max_new_tokens=60, tree=TreeShape(budget=6, branching=2)),
+    )
     assert run.is_tree and run.accept_by_rank()[0] > 0
     assert run.tree_expected_tokens() == pytest.approx(run.mean_accepted_tokens, rel=0.25)
 
@@ -293,13 +320,18 @@ def test_tree_theory_from_a_runs_own_rank_acceptance_matches_its_tokens_per_roun
 # --- the lab pages compare a chain with a tree at the same tokens verified ------------------------
 def test_compare_drafts_with_a_tree_runs_each_draft_as_tree_and_as_chain_of_as_many_tokens(target, load):
     from specviz.lab import sweeps
+
     from tiny import PROMPTS as TINY_PROMPTS
 
     settings = Decoding(gamma=3, max_new_tokens=10, tree=TreeShape(budget=5))
     points = sweeps.compare_drafts(target, ["tiny-padded", "ngram"], list(TINY_PROMPTS[:2]), settings, load=load)
     table = sweeps.draft_table(points)
-    assert table["draft"].tolist() == ["tiny-padded · tree 5", "tiny-padded · chain γ=5", "ngram · tree 5",
-                                       "ngram · chain γ=5"]
+    assert table["draft"].tolist() == [
+        "tiny-padded · tree 5",
+        "tiny-padded · chain γ=5",
+        "ngram · tree 5",
+        "ngram · chain γ=5",
+    ]
     for p in points:
         run = p.comparison.spec
         assert p.comparison.identical
@@ -309,10 +341,12 @@ def test_compare_drafts_with_a_tree_runs_each_draft_as_tree_and_as_chain_of_as_m
 
 def test_draft_length_sweep_with_trees_measures_a_tree_at_each_gamma(target, load):
     from specviz.lab import sweeps
+
     from tiny import PROMPTS as TINY_PROMPTS
 
-    points = sweeps.gamma_sweep(target, "tiny-padded", [TINY_PROMPTS[0]], [2, 4], Decoding(max_new_tokens=12), load=load,
-                                tree_depth=3)
+    points = sweeps.gamma_sweep(
+        target, "tiny-padded", [TINY_PROMPTS[0]], [2, 4], Decoding(max_new_tokens=12), load=load, tree_depth=3
+    )
     trees = [p for p in points if p.draft == sweeps.tree_label("tiny-padded")]
     assert [p.gamma for p in trees] == [2, 4]
     for p in trees:

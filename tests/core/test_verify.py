@@ -12,9 +12,10 @@ import torch
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from tiny import goodness_of_fit
 from specviz.config import Sampling, Verification
 from specviz.verify import distribution, residual, shape_logits, verify
+
+from tiny import goodness_of_fit
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -188,7 +189,8 @@ def test_relaxed_sampling_with_lenience_1_is_exact():
     drafted = torch.tensor([1, 3, 0])
     for seed in range(100):
         a = verify(target, drafted, q, SAMPLE, EXACT, torch.Generator().manual_seed(seed))
-        b = verify(target, drafted, q, SAMPLE, Verification("relaxed", lenience=1.0), torch.Generator().manual_seed(seed))
+        lenient = Verification("relaxed", lenience=1.0)
+        b = verify(target, drafted, q, SAMPLE, lenient, torch.Generator().manual_seed(seed))
         assert (a.n_accepted, a.next_token) == (b.n_accepted, b.next_token)
 
 
@@ -279,8 +281,9 @@ FINITE = st.floats(-8, 8, allow_nan=False, allow_infinity=False, width=32)
 def greedy_cases(draw):
     gamma = draw(st.integers(1, 6))
     vocab = draw(st.integers(2, 8))
-    logits = torch.tensor(draw(st.lists(st.lists(FINITE, min_size=vocab, max_size=vocab),
-                                        min_size=gamma + 1, max_size=gamma + 1)))
+    logits = torch.tensor(
+        draw(st.lists(st.lists(FINITE, min_size=vocab, max_size=vocab), min_size=gamma + 1, max_size=gamma + 1))
+    )
     best = logits.argmax(-1)
     follow = draw(st.lists(st.booleans(), min_size=gamma, max_size=gamma))
     other = draw(st.lists(st.integers(0, vocab - 1), min_size=gamma, max_size=gamma))
@@ -323,10 +326,14 @@ def sampling_cases(draw):
     """p and q at gamma positions (p with some zeros), drafts from q's support, and a seed."""
     gamma = draw(st.integers(1, 5))
     vocab = draw(st.integers(2, 6))
-    rows = lambda n: draw(st.lists(st.lists(FINITE, min_size=vocab, max_size=vocab), min_size=n, max_size=n))
+
+    def rows(n):
+        return draw(st.lists(st.lists(FINITE, min_size=vocab, max_size=vocab), min_size=n, max_size=n))
+
     target = torch.tensor(rows(gamma + 1))
-    zeros = torch.tensor(draw(st.lists(st.lists(st.booleans(), min_size=vocab, max_size=vocab),
-                                       min_size=gamma + 1, max_size=gamma + 1)))
+    zeros = torch.tensor(
+        draw(st.lists(st.lists(st.booleans(), min_size=vocab, max_size=vocab), min_size=gamma + 1, max_size=gamma + 1))
+    )
     zeros[:, 0] = False  # keep every row of p a distribution
     target = target.masked_fill(zeros, NEG_INF)
     q = torch.tensor(rows(gamma)).softmax(-1)
@@ -375,10 +382,12 @@ def test_acceptance_frequency_is_p_over_q(ratio):
 
 @settings(max_examples=50, deadline=None)
 @given(
-    st.integers(2, 10).flatmap(lambda v: st.tuples(
-        st.lists(st.floats(0, 1), min_size=v, max_size=v),
-        st.lists(st.floats(0, 1), min_size=v, max_size=v),
-    )),
+    st.integers(2, 10).flatmap(
+        lambda v: st.tuples(
+            st.lists(st.floats(0, 1), min_size=v, max_size=v),
+            st.lists(st.floats(0, 1), min_size=v, max_size=v),
+        )
+    ),
     st.floats(0.01, 1.0),
 )
 def test_residual_is_a_distribution_over_where_p_exceeds_q(pq, lenience):

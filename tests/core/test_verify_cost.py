@@ -8,7 +8,14 @@ import json
 import pytest
 
 from specviz.cli import _contexts
-from specviz.lab.verify_cost import VERIFY_COST_FILE, at_context, contexts, load_verify_cost, measure_verify_cost, save_verify_cost
+from specviz.lab.verify_cost import (
+    VERIFY_COST_FILE,
+    at_context,
+    contexts,
+    load_verify_cost,
+    measure_verify_cost,
+    save_verify_cost,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

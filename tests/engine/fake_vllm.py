@@ -57,25 +57,38 @@ def metrics_text(config: FakeConfig, state: FakeState) -> str:
     """Prometheus text in vLLM's layout: HELP/TYPE, _total counters, _created gauges, engine/model labels."""
     labels = f'engine="0",model_name="{config.model}"'
     lines = [
-        "# HELP python_info Python platform information", "# TYPE python_info gauge",
+        "# HELP python_info Python platform information",
+        "# TYPE python_info gauge",
         'python_info{implementation="CPython",major="3",minor="11",patchlevel="7",version="3.11.7"} 1.0',
         "# HELP vllm:num_requests_running Number of requests in model execution batches.",
-        "# TYPE vllm:num_requests_running gauge", f"vllm:num_requests_running{{{labels}}} {float(state.in_flight)}",
+        "# TYPE vllm:num_requests_running gauge",
+        f"vllm:num_requests_running{{{labels}}} {float(state.in_flight)}",
         "# HELP vllm:generation_tokens_total Number of generation tokens processed.",
-        "# TYPE vllm:generation_tokens_total counter", f"vllm:generation_tokens_total{{{labels}}} {float(state.generation_tokens)}",
+        "# TYPE vllm:generation_tokens_total counter",
+        f"vllm:generation_tokens_total{{{labels}}} {float(state.generation_tokens)}",
     ]
     if config.gamma:
-        for name, help_text, value in (("num_drafts", "Number of spec decoding drafts.", state.drafts),
-                                       ("num_draft_tokens", "Number of draft tokens.", state.draft_tokens),
-                                       ("num_accepted_tokens", "Number of accepted tokens.", state.accepted)):
-            lines += [f"# HELP vllm:spec_decode_{name}_total {help_text}", f"# TYPE vllm:spec_decode_{name}_total counter",
-                      f"vllm:spec_decode_{name}_total{{{labels}}} {float(value)}",
-                      f"# HELP vllm:spec_decode_{name}_created {help_text}", f"# TYPE vllm:spec_decode_{name}_created gauge",
-                      f"vllm:spec_decode_{name}_created{{{labels}}} 1.7e+09"]
-        lines += ["# HELP vllm:spec_decode_num_accepted_tokens_per_pos_total Accepted tokens per draft position.",
-                  "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter"]
-        lines += [f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{labels},position="{i}"}} {float(v)}'
-                  for i, v in enumerate(state.per_position)]
+        for name, help_text, value in (
+            ("num_drafts", "Number of spec decoding drafts.", state.drafts),
+            ("num_draft_tokens", "Number of draft tokens.", state.draft_tokens),
+            ("num_accepted_tokens", "Number of accepted tokens.", state.accepted),
+        ):
+            lines += [
+                f"# HELP vllm:spec_decode_{name}_total {help_text}",
+                f"# TYPE vllm:spec_decode_{name}_total counter",
+                f"vllm:spec_decode_{name}_total{{{labels}}} {float(value)}",
+                f"# HELP vllm:spec_decode_{name}_created {help_text}",
+                f"# TYPE vllm:spec_decode_{name}_created gauge",
+                f"vllm:spec_decode_{name}_created{{{labels}}} 1.7e+09",
+            ]
+        lines += [
+            "# HELP vllm:spec_decode_num_accepted_tokens_per_pos_total Accepted tokens per draft position.",
+            "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter",
+        ]
+        lines += [
+            f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{labels},position="{i}"}} {float(v)}'
+            for i, v in enumerate(state.per_position)
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -145,8 +158,15 @@ class FakeVLLM:
 
             def do_GET(self):
                 if self.path == "/v1/models":
-                    self._json(200, {"object": "list", "data": [{"id": fake.config.model, "object": "model",
-                                                                  "owned_by": "vllm", "max_model_len": 2048}]})
+                    self._json(
+                        200,
+                        {
+                            "object": "list",
+                            "data": [
+                                {"id": fake.config.model, "object": "model", "owned_by": "vllm", "max_model_len": 2048}
+                            ],
+                        },
+                    )
                 elif self.path == "/version":
                     self._json(200, {"version": "0.32.0-fake"})
                 elif self.path == "/metrics":
@@ -169,8 +189,15 @@ class FakeVLLM:
                 prompt = body["messages"][-1]["content"] if chat else body["prompt"]
                 max_tokens = int(body.get("max_tokens") or 16)
                 if max_tokens > 2000:
-                    return self._json(400, {"object": "error", "message": f"max_tokens={max_tokens} is too large for "
-                                            "max_model_len=2048", "type": "BadRequestError", "code": 400})
+                    return self._json(
+                        400,
+                        {
+                            "object": "error",
+                            "message": f"max_tokens={max_tokens} is too large for max_model_len=2048",
+                            "type": "BadRequestError",
+                            "code": 400,
+                        },
+                    )
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream; charset=utf-8")
                 self.end_headers()
@@ -189,15 +216,25 @@ class FakeVLLM:
 
             def _chunk(self, text: str, chat: bool) -> dict:
                 choice = {"index": 0, "delta": {"content": text}} if chat else {"index": 0, "text": text}
-                return {"id": "fake-1", "object": "chat.completion.chunk" if chat else "text_completion",
-                        "model": fake.config.model, "choices": [choice]}
+                return {
+                    "id": "fake-1",
+                    "object": "chat.completion.chunk" if chat else "text_completion",
+                    "model": fake.config.model,
+                    "choices": [choice],
+                }
 
             def _stream(self, body: dict, prompt: str, max_tokens: int, chat: bool) -> None:
                 fake._sleep_step(len(prompt.split()))  # prefill: the first token
                 fake._record(0, 0)
                 if chat:
-                    self._send({"id": "fake-1", "object": "chat.completion.chunk", "model": fake.config.model,
-                                "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
+                    self._send(
+                        {
+                            "id": "fake-1",
+                            "object": "chat.completion.chunk",
+                            "model": fake.config.model,
+                            "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}],
+                        }
+                    )
                 self._send(self._chunk(" t0", chat))
                 produced, steps = 1, fake._steps(prompt, max_tokens)
                 for drafted, accepted in steps:
@@ -205,20 +242,32 @@ class FakeVLLM:
                     fake._record(drafted, accepted)
                     self._send(self._chunk("".join(f" t{produced + i}" for i in range(accepted + 1)), chat))
                     produced += accepted + 1
-                final = {"id": "fake-1", "object": "chat.completion.chunk", "model": fake.config.model, "choices": [],
-                         "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": produced,
-                                   "total_tokens": len(prompt.split()) + produced}}
+                final = {
+                    "id": "fake-1",
+                    "object": "chat.completion.chunk",
+                    "model": fake.config.model,
+                    "choices": [],
+                    "usage": {
+                        "prompt_tokens": len(prompt.split()),
+                        "completion_tokens": produced,
+                        "total_tokens": len(prompt.split()) + produced,
+                    },
+                }
                 spec_steps = [(d, a) for d, a in steps if d]
                 if fake.config.gamma and fake.config.per_request != "none":
                     histogram = [0] * (fake.config.gamma + 1)
                     for _, a in spec_steps:
                         histogram[a] += 1
                     n_acc, n_drafted = sum(a for _, a in spec_steps), sum(d for d, _ in spec_steps)
-                    spec = {"mean_acceptance_length": 1 + n_acc / len(spec_steps) if spec_steps else 1.0,
-                            "draft_acceptance_rate": n_acc / n_drafted if n_drafted else 0.0,
-                            "acceptance_histogram": histogram, "num_spec_steps": len(spec_steps),
-                            "num_accepted_draft_tokens": n_acc, "num_draft_tokens": n_drafted,
-                            "num_spec_tokens": fake.config.gamma}
+                    spec = {
+                        "mean_acceptance_length": 1 + n_acc / len(spec_steps) if spec_steps else 1.0,
+                        "draft_acceptance_rate": n_acc / n_drafted if n_drafted else 0.0,
+                        "acceptance_histogram": histogram,
+                        "num_spec_steps": len(spec_steps),
+                        "num_accepted_draft_tokens": n_acc,
+                        "num_draft_tokens": n_drafted,
+                        "num_spec_tokens": fake.config.gamma,
+                    }
                     if fake.config.per_request == "detailed":
                         spec["per_step_accepted"] = [a for _, a in spec_steps]
                         spec["per_step_drafted"] = [d for d, _ in spec_steps]
@@ -233,5 +282,10 @@ class FakeVLLM:
         steps = [s for p in prompts for s in self._steps(p, max_tokens) if s[0]]
         per_position = [sum(a > i for _, a in steps) for i in range(self.config.gamma)]
         reached = [sum(d > i for d, _ in steps) for i in range(self.config.gamma)]
-        return {"drafts": len(steps), "draft_tokens": sum(d for d, _ in steps), "accepted": sum(a for _, a in steps),
-                "per_position": per_position, "reached": reached}
+        return {
+            "drafts": len(steps),
+            "draft_tokens": sum(d for d, _ in steps),
+            "accepted": sum(a for _, a in steps),
+            "per_position": per_position,
+            "reached": reached,
+        }

@@ -11,8 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-
 from fake_vllm import FakeConfig, FakeVLLM
+
 from specviz.cli import main
 from specviz.engine import results
 
@@ -96,14 +96,30 @@ def test_end_to_end_against_the_fake_server(servers, prompts_file, tmp_path, cap
     loaded = results.load_engine(out.read_bytes())
     pooled = results.engine_acceptance(loaded)
     spec_rows = [r for r in loaded if r["role"] == "speculative"]
-    assert pooled.alpha == pytest.approx(sum(r["accepted"] for r in spec_rows) / sum(r["draft_tokens"] for r in spec_rows))
+    assert pooled.alpha == pytest.approx(
+        sum(r["accepted"] for r in spec_rows) / sum(r["draft_tokens"] for r in spec_rows)
+    )
     assert list(results.speedup_frame(loaded)["concurrency"]) == [1, 4, 16]
 
 
 def test_raw_prompts_use_the_completions_endpoint(prompts_file, tmp_path):
     with FakeVLLM(FakeConfig(gamma=3, per_request="none")) as spec:
-        assert engine_bench("--url", spec.url + "/v1/", "--prompts", prompts_file, "--concurrency", "2",
-                            "--max-new-tokens", 8, "--raw", "--out", tmp_path / "e.jsonl") == 0
+        assert (
+            engine_bench(
+                "--url",
+                spec.url + "/v1/",
+                "--prompts",
+                prompts_file,
+                "--concurrency",
+                "2",
+                "--max-new-tokens",
+                8,
+                "--raw",
+                "--out",
+                tmp_path / "e.jsonl",
+            )
+            == 0
+        )
         assert all("prompt" in b and "messages" not in b for b in spec.state.bodies)
     row = json.loads((tmp_path / "e.jsonl").read_text().splitlines()[0])
     assert row["per_request_spec"] is False and "acceptance_by_position_reached" not in row
@@ -117,8 +133,13 @@ class _NotVllm(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self):
-        body = (b'{"data": [{"id": "other"}]}' if self.path == "/v1/models" else
-                b"# TYPE http_requests_total counter\nhttp_requests_total 3\n" if self.path == "/metrics" else b"no")
+        body = (
+            b'{"data": [{"id": "other"}]}'
+            if self.path == "/v1/models"
+            else b"# TYPE http_requests_total counter\nhttp_requests_total 3\n"
+            if self.path == "/metrics"
+            else b"no"
+        )
         self.send_response(200 if self.path in ("/v1/models", "/metrics") else 404)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -164,18 +185,35 @@ def test_bad_input_gets_one_line(servers, not_vllm, prompts_file, tmp_path, caps
     assert "runs speculative decoding" in refused(capsys, "--url", spec.url, "--baseline-url", spec.url, *common)
     assert "not an http(s) URL" in refused(capsys, "--url", "localhost:8000", *common)
     for bad in ("0", "1,,4", "four", "4,4"):
-        assert "--concurrency" in refused(capsys, "--url", spec.url, "--prompts", prompts_file, "--out", out,
-                                          "--concurrency", bad)
+        assert "--concurrency" in refused(
+            capsys, "--url", spec.url, "--prompts", prompts_file, "--out", out, "--concurrency", bad
+        )
     err = refused(capsys, "--url", spec.url, "--prompts", prompts_file, "--out", out, "--max-new-tokens", 5000)
     assert "refused a request (HTTP 400" in err and "max_model_len" in err
-    assert "does not exist" in refused(capsys, "--url", spec.url, "--prompts", prompts_file,
-                                       "--out", tmp_path / "no" / "e.jsonl")
+    assert "does not exist" in refused(
+        capsys, "--url", spec.url, "--prompts", prompts_file, "--out", tmp_path / "no" / "e.jsonl"
+    )
 
 
 def test_unreachable_server_from_a_shell(prompts_file, tmp_path):
-    done = subprocess.run([sys.executable, "-m", "specviz", "engine-bench", "--url", f"http://127.0.0.1:{_free_port()}",
-                           "--prompts", str(prompts_file), "--out", str(tmp_path / "e.jsonl")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "specviz",
+            "engine-bench",
+            "--url",
+            f"http://127.0.0.1:{_free_port()}",
+            "--prompts",
+            str(prompts_file),
+            "--out",
+            str(tmp_path / "e.jsonl"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2
     assert done.stderr.startswith("specviz: error: cannot reach") and len(done.stderr.strip().splitlines()) == 1
 

@@ -24,14 +24,22 @@ def test_counters_of_a_real_vllm_capture():
 
 def test_per_request_metrics_of_the_same_request_agree_with_the_counters():
     """The streamed per-request arrays and /metrics describe the same 8 steps: check one against the other."""
-    last = [line for line in (DATA / "vllm_0.32.0_cpu_stream_tail.txt").read_text().splitlines() if line.startswith("data: {")]
-    spec = json.loads(last[-1][len("data: "):])["metrics"]["speculative_decoding"]
+    last = [
+        line
+        for line in (DATA / "vllm_0.32.0_cpu_stream_tail.txt").read_text().splitlines()
+        if line.startswith("data: {")
+    ]
+    spec = json.loads(last[-1][len("data: ") :])["metrics"]["speculative_decoding"]
     reached, kept = metrics.by_position_from_steps(spec["per_step_accepted"], spec["per_step_drafted"])
     counters = metrics.parse(CAPTURED).spec
     assert reached == [8, 8, 8, 8] and kept == counters.per_position
     assert sum(spec["per_step_accepted"]) == counters.accepted == spec["num_accepted_draft_tokens"]
-    assert metrics.acceptance_rate(counters.accepted, counters.draft_tokens) == pytest.approx(spec["draft_acceptance_rate"])
-    assert metrics.mean_acceptance_length(counters.accepted, counters.drafts) == pytest.approx(spec["mean_acceptance_length"])
+    assert metrics.acceptance_rate(counters.accepted, counters.draft_tokens) == pytest.approx(
+        spec["draft_acceptance_rate"]
+    )
+    assert metrics.mean_acceptance_length(counters.accepted, counters.drafts) == pytest.approx(
+        spec["mean_acceptance_length"]
+    )
     # 32 tokens with 19 accepted drafts took 13 forwards: the prefill, 8 drafting steps, 4 steps with no n-gram match.
     assert metrics.mean_accepted_tokens(32, counters.accepted) == pytest.approx(32 / 13)
 
@@ -50,16 +58,23 @@ def test_not_vllm_and_not_prometheus():
 
 def test_counters_are_summed_over_engines_and_differences_are_per_position():
     def text(values):
-        out = ["# TYPE vllm:spec_decode_num_drafts_total counter", "# TYPE vllm:spec_decode_num_draft_tokens_total counter",
-               "# TYPE vllm:spec_decode_num_accepted_tokens_total counter",
-               "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter"]
+        out = [
+            "# TYPE vllm:spec_decode_num_drafts_total counter",
+            "# TYPE vllm:spec_decode_num_draft_tokens_total counter",
+            "# TYPE vllm:spec_decode_num_accepted_tokens_total counter",
+            "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter",
+        ]
         for engine, (drafts, tokens, accepted, per_pos) in enumerate(values):
             labels = f'engine="{engine}",model_name="m"'
-            out += [f"vllm:spec_decode_num_drafts_total{{{labels}}} {drafts}",
-                    f"vllm:spec_decode_num_draft_tokens_total{{{labels}}} {tokens}",
-                    f"vllm:spec_decode_num_accepted_tokens_total{{{labels}}} {accepted}"]
-            out += [f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{labels},position="{i}"}} {v}'
-                    for i, v in enumerate(per_pos)]
+            out += [
+                f"vllm:spec_decode_num_drafts_total{{{labels}}} {drafts}",
+                f"vllm:spec_decode_num_draft_tokens_total{{{labels}}} {tokens}",
+                f"vllm:spec_decode_num_accepted_tokens_total{{{labels}}} {accepted}",
+            ]
+            out += [
+                f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{labels},position="{i}"}} {v}'
+                for i, v in enumerate(per_pos)
+            ]
         return "\n".join(out) + "\n"
 
     before = metrics.parse(text([(10, 30, 12, [7, 4, 1]), (5, 15, 6, [3, 2, 1])])).spec
@@ -75,8 +90,23 @@ def _run(steps: list[tuple[int, int]]) -> Run:
     rounds, out = [], []
     for i, (drafted, accepted) in enumerate(steps):
         kind = BONUS if accepted == drafted and drafted else RESAMPLED
-        rounds.append(Round(i, max(drafted, 1), list(range(drafted)), [1.0] * drafted, [1.0] * drafted, accepted, 0, kind,
-                            1.0, accepted + 1, [], 0.0, 0.0))
+        rounds.append(
+            Round(
+                i,
+                max(drafted, 1),
+                list(range(drafted)),
+                [1.0] * drafted,
+                [1.0] * drafted,
+                accepted,
+                0,
+                kind,
+                1.0,
+                accepted + 1,
+                [],
+                0.0,
+                0.0,
+            )
+        )
         out += [0] * (accepted + 1)
     return Run("t", "ngram", "p", [1], {}, "cpu", "float32", rounds, out, "", 0.0, 1.0)
 

@@ -3,7 +3,8 @@
 The target is a tiny LlamaForCausalLM with the word-level test tokenizer whose layers write nothing
 back to the residual stream, so its next token depends on the last token only: a bigram model a
 tiny draft can learn in a few dozen steps (a random deep target is chaotic in its context and
-would need far more data). The draft learns from the target's greedy and sampled answers. A distilled draft must load the way
+would need far more data). The draft learns from the target's greedy and sampled answers. A distilled draft must
+load the way
 shipped drafts load (`load_model(folder)`, fp16 on disk, fp32 in memory), draft losslessly, and
 agree with the target more than the same draft untrained.
 """
@@ -23,21 +24,39 @@ from specviz.drafters import ModelDrafter, build_drafter
 from specviz.models import SHIPPED_DRAFTS, load_model
 from specviz.prompts import load_prompt_set
 from specviz.training.distill import DistillConfig, generate_data, new_draft, save_draft, train
+
 from tiny import VOCAB, WORDS, make_tokenizer, tiny_llama, wrap
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 PROMPTS = [
-    {"id": f"p{i}", "category": "chat", "prompt": " ".join(f"w{(7 * i + 3 * j) % (VOCAB - 2)}" for j in range(3 + i % 4))}
+    {
+        "id": f"p{i}",
+        "category": "chat",
+        "prompt": " ".join(f"w{(7 * i + 3 * j) % (VOCAB - 2)}" for j in range(3 + i % 4)),
+    }
     for i in range(12)
 ]
 
 
 def config(tmp_path, **changes) -> DistillConfig:
     settings = dict(
-        name="tiny-draft", layers=1, hidden=32, intermediate=128, steps=40, batch_size=8, seq_len=32, lr=1e-2,
-        warmup=2, samples=2, max_new_tokens=12, gen_batch=16, top_k=8, checkpoint_every=4,
-        work=str(tmp_path / "work"), out=str(tmp_path / "tiny-draft"),
+        name="tiny-draft",
+        layers=1,
+        hidden=32,
+        intermediate=128,
+        steps=40,
+        batch_size=8,
+        seq_len=32,
+        lr=1e-2,
+        warmup=2,
+        samples=2,
+        max_new_tokens=12,
+        gen_batch=16,
+        top_k=8,
+        checkpoint_every=4,
+        work=str(tmp_path / "work"),
+        out=str(tmp_path / "tiny-draft"),
     )
     settings.update(changes)
     return DistillConfig(**settings)
@@ -126,6 +145,7 @@ def test_saved_draft_loads_in_fp32_and_drafts_losslessly_better_than_untrained(t
 def test_resume_continues_from_the_checkpoint(target, data, trained, tmp_path):
     _, full = trained
     cfg = config(tmp_path)  # the same run in another work folder, stopped after the checkpoint at step 8
+
     def stop_at_step_10(row):
         if row["step"] == 9:  # interrupted during step 10, after the checkpoint written at step 8
             raise KeyboardInterrupt
@@ -144,11 +164,34 @@ def test_command_distils_evaluates_and_writes_the_model_card(target, tmp_path, c
     target.tokenizer.save_pretrained(tmp_path / "target")
     parser = argparse.ArgumentParser()
     distill_command.add_arguments(parser)
-    args = parser.parse_args([
-        "--target", str(tmp_path / "target"), "--name", "tiny-cli", "--layers", "1", "--hidden", "16",
-        "--steps", "3", "--batch-size", "4", "--samples", "1", "--max-new-tokens", "8", "--max-prompts", "1",
-        "--eval-prompts", "1", "--out", str(tmp_path / "tiny-cli"), "--work", str(tmp_path / "work"),
-    ])
+    args = parser.parse_args(
+        [
+            "--target",
+            str(tmp_path / "target"),
+            "--name",
+            "tiny-cli",
+            "--layers",
+            "1",
+            "--hidden",
+            "16",
+            "--steps",
+            "3",
+            "--batch-size",
+            "4",
+            "--samples",
+            "1",
+            "--max-new-tokens",
+            "8",
+            "--max-prompts",
+            "1",
+            "--eval-prompts",
+            "1",
+            "--out",
+            str(tmp_path / "tiny-cli"),
+            "--work",
+            str(tmp_path / "work"),
+        ]
+    )
     assert distill_command.run(args) == 0
     card = (tmp_path / "tiny-cli" / "README.md").read_text()
     assert "14 sequences (7 greedy, 7 sampled" in card  # one train prompt per category, greedy and sampled

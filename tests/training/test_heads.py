@@ -8,7 +8,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tiny import VOCAB
 from specviz.config import Decoding, Sampling
 from specviz.decode import generate
 from specviz.drafters import HeadDrafter, HybridDrafter, build_drafter
@@ -16,6 +15,8 @@ from specviz.drafters.head_net import DraftHead, HeadShape, KVCache, read_info
 from specviz.errors import ConfigError
 from specviz.training.head_loss import unrolled_features
 from specviz.training.train_head import coverage
+
+from tiny import VOCAB
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tiny import wrap
 from specviz.training import store
 from specviz.training.answers import eval_prompts
 from specviz.training.features import capture, load_features, shard_names
 from specviz.training.texts import Text, document_texts, written_prompts
+
+from tiny import wrap
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -23,8 +24,10 @@ def test_documents_are_prose_and_code_placed_as_chat_answers(target):
 
 def test_capture_matches_the_targets_forward_and_resumes_without_running_it(target, tmp_path):
     generator = torch.Generator().manual_seed(0)
-    texts = [Text("answers" if i < 70 else "documents", torch.randint(2, 90, (5 + i % 9,), generator=generator).tolist(), 2)
-             for i in range(80)]  # two shards of answers, one of documents
+    texts = [
+        Text("answers" if i < 70 else "documents", torch.randint(2, 90, (5 + i % 9,), generator=generator).tolist(), 2)
+        for i in range(80)
+    ]  # two shards of answers, one of documents
     manifest = capture(target, texts, tmp_path, batch=16, progress=False, say=lambda m: None)
     # Shards of 64 texts, named by their first text's source, their index and a hash of their tokens.
     assert [n.rsplit("-", 1)[0] for n in sorted(manifest["shards"])] == ["answers-00000", "answers-00001"]
@@ -45,7 +48,9 @@ def test_capture_matches_the_targets_forward_and_resumes_without_running_it(targ
                 raise AssertionError("the target was run although every shard was captured")
             return super().__getattr__(name)
 
-    again = capture(wrap("tiny-target", Refuses(), target.tokenizer), texts, tmp_path, progress=False, say=lambda m: None)
+    again = capture(
+        wrap("tiny-target", Refuses(), target.tokenizer), texts, tmp_path, progress=False, say=lambda m: None
+    )
     assert again["shards"] == manifest["shards"]
     tensors, meta = store.load(tmp_path / sorted(manifest["shards"])[0])
     assert tensors["features"].dtype == torch.float16 and meta["source"] in ("answers", "documents")
@@ -97,7 +102,9 @@ def test_a_data_curve_subset_is_random_texts_up_to_the_positions_asked():
     data = Features(tokens, [torch.zeros(len(t), 4) for t in tokens], [2] * 40, ["answers"] * 40)
     small = subset(data, 100, seed=0)
     assert 100 <= small.trained_positions < 100 + 48  # stops at the first text past the count
-    assert [len(t) for t in small.tokens] != [len(t) for t in data.tokens[: len(small.tokens)]]  # drawn, not the first ones
+    assert [len(t) for t in small.tokens] != [
+        len(t) for t in data.tokens[: len(small.tokens)]
+    ]  # drawn, not the first ones
     assert subset(data, 100, seed=0).tokens[0].tolist() == small.tokens[0].tolist()  # the same draw for the same seed
     assert subset(data, 10**6, seed=0).trained_positions == data.trained_positions
 
@@ -119,10 +126,12 @@ def test_a_grown_text_list_reads_only_its_new_texts(target, tmp_path):
             def forward(ids):
                 read.extend(ids.tolist())
                 return target.model.base_model(ids)
+
             return forward
 
-    manifest = capture(wrap("tiny-target", Counts(), target.tokenizer), grown, tmp_path, batch=16, progress=False,
-                       say=lambda m: None)
+    manifest = capture(
+        wrap("tiny-target", Counts(), target.tokenizer), grown, tmp_path, batch=16, progress=False, say=lambda m: None
+    )
     assert len(read) == len(new)  # one row per new text, none for the 70 already captured
     names = shard_names(grown)
     assert sum(manifest["shards"][n]["copied"] for n in names) == sum(len(t.ids) for t in old)

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from ...records import Round, Run
-
 from ...comparison import Comparison
+from ...records import Round, Run
 from ..views import tokens
 
 

@@ -12,12 +12,12 @@ from dataclasses import replace
 
 import streamlit as st
 
+from ...comparison import Comparison
 from ...config import Decoding
 from ...lab.same_distribution import LabSetup
 from ...lesson import recordings
 from ...lesson.step import Data
 from ...models import DEFAULT_TARGET
-from ...comparison import Comparison
 from .. import controls, service
 
 STEP, LIVE = "lesson-step", "lesson-live"

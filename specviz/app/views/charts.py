@@ -28,12 +28,22 @@ def residual_figure(r: Round) -> go.Figure:
     fig.add_bar(name="max(0, p − q)", x=labels, y=residual, marker_color=RESIDUAL_COLOUR)
     for i, a in enumerate(alts):
         if pos < len(r.drafted) and a.token == r.drafted[pos]:
-            fig.add_annotation(x=labels[i], y=max(a.p, a.q), text="✗ drafted", showarrow=True, arrowcolor=COLOURS[REJECTED])
+            fig.add_annotation(
+                x=labels[i], y=max(a.p, a.q), text="✗ drafted", showarrow=True, arrowcolor=COLOURS[REJECTED]
+            )
         if a.token == r.next_token:
-            fig.add_annotation(x=labels[i], y=max(a.p, residual[i]), text="★ resampled", showarrow=True, ay=-45,
-                               arrowcolor=RESIDUAL_COLOUR)
+            fig.add_annotation(
+                x=labels[i],
+                y=max(a.p, residual[i]),
+                text="★ resampled",
+                showarrow=True,
+                ay=-45,
+                arrowcolor=RESIDUAL_COLOUR,
+            )
     fig.update_layout(barmode="group")
-    return _layout(fig, f"Round {r.index + 1}, position {pos + 1}: where the replacement came from", "token", "probability")
+    return _layout(
+        fig, f"Round {r.index + 1}, position {pos + 1}: where the replacement came from", "token", "probability"
+    )
 
 
 def acceptance_by_position_figure(runs: dict[str, Run]) -> go.Figure:
@@ -51,8 +61,16 @@ def round_times_figure(run: Run) -> go.Figure:
     x = [r.index + 1 for r in run.rounds]
     fig = go.Figure()
     fig.add_bar(name="draft", x=x, y=[1000 * r.draft_seconds for r in run.rounds], marker_color=Q_COLOUR)
-    fig.add_bar(name="verify (target forward)", x=x, y=[1000 * r.verify_seconds for r in run.rounds], marker_color=P_COLOUR)
-    fig.add_scatter(name="tokens gained", x=x, y=[r.emitted for r in run.rounds], yaxis="y2", mode="markers",
-                    marker=dict(color=COLOURS[BONUS], symbol="diamond"))
+    fig.add_bar(
+        name="verify (target forward)", x=x, y=[1000 * r.verify_seconds for r in run.rounds], marker_color=P_COLOUR
+    )
+    fig.add_scatter(
+        name="tokens gained",
+        x=x,
+        y=[r.emitted for r in run.rounds],
+        yaxis="y2",
+        mode="markers",
+        marker=dict(color=COLOURS[BONUS], symbol="diamond"),
+    )
     fig.update_layout(barmode="stack", yaxis2=dict(overlaying="y", side="right", title="tokens", rangemode="tozero"))
     return _layout(fig, "Time per round", "round", "milliseconds")

@@ -6,8 +6,8 @@ from collections import Counter
 
 import plotly.graph_objects as go
 
-from ...lab.same_distribution import ALONE, EXACT, RELAXED, LabRecord
 from ...comparison import Comparison
+from ...lab.same_distribution import ALONE, EXACT, RELAXED, LabRecord
 from ...lesson.tree_costs import TreeCosts
 from ...records import ACCEPTED, BONUS, REJECTED, RESAMPLED, Run
 from .charts import P_COLOUR, Q_COLOUR, _layout

@@ -15,8 +15,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ... import race
-from ...race import BASELINE, Lane
 from ...comparison import Comparison
+from ...race import BASELINE, Lane
 from .tokens import CSS, DESCRIPTIONS, _visible
 
 RACE_CSS = """
@@ -107,7 +107,8 @@ def _lane(runner: Lane, longest: float, baseline: Lane | None) -> str:
         f'<div class="lane-head"><span class="lane-name">{html.escape(runner.name)}</span>'
         f'<span class="lane-clock">0.00 s</span></div>'
         f'<div class="track" title="elapsed time; the chequered mark is this lane\'s finish line">'
-        f'<div class="progress"></div><div class="finish-line" style="left:{100 * runner.finish / longest:.2f}%"></div></div>'
+        f'<div class="progress"></div><div class="finish-line" '
+        f'style="left:{100 * runner.finish / longest:.2f}%"></div></div>'
         f'<div><span class="lane-flag">✓ finished at {runner.finish:.2f} s{sooner}</span></div>'
         f'<div class="lane-meta">{where}</div><div class="lane-meta lane-now"></div>'
         f'<div class="sv-text">{"".join(_token(t) for t in runner.tokens)}</div></div>'
@@ -123,7 +124,7 @@ def race_html(lanes: list[Lane], speed: float = 1.0, replay: int = 0) -> str:
     return (
         f"<!-- race {replay} -->{CSS}{RACE_CSS}"
         f'<div class="race-top"><span>Race clock: <span class="race-clock">0.00 s</span> of {longest:.2f} s recorded · '
-        f'replayed at {speed_label(speed)}</span></div>'
+        f"replayed at {speed_label(speed)}</span></div>"
         f'<div class="race" data-finished="false" style="grid-template-columns: repeat({columns}, minmax(0, 1fr))">'
         f"{body}</div>" + SCRIPT % {"speed": json.dumps(float(speed)), "longest": json.dumps(longest)}
     )
@@ -135,12 +136,25 @@ def latency_frame(comparison: Comparison) -> pd.DataFrame:
     for name, run in ((BASELINE, comparison.baseline), (comparison.spec.draft or "speculative", comparison.spec)):
         figures = race.latency(run)
         if figures is None:
-            rows.append({"run": name, "time to first token (ms)": None, "median gap (ms)": None, "p90 gap (ms)": None,
-                         "arrival times": "not in this record"})
+            rows.append(
+                {
+                    "run": name,
+                    "time to first token (ms)": None,
+                    "median gap (ms)": None,
+                    "p90 gap (ms)": None,
+                    "arrival times": "not in this record",
+                }
+            )
             continue
-        rows.append({"run": name, "time to first token (ms)": 1000 * figures.ttft,
-                     "median gap (ms)": 1000 * figures.gap_median, "p90 gap (ms)": 1000 * figures.gap_p90,
-                     "arrival times": figures.source})
+        rows.append(
+            {
+                "run": name,
+                "time to first token (ms)": 1000 * figures.ttft,
+                "median gap (ms)": 1000 * figures.gap_median,
+                "p90 gap (ms)": 1000 * figures.gap_p90,
+                "arrival times": figures.source,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -163,7 +177,10 @@ def time_lanes_figure(lanes: dict[str, list[race.Span]]) -> go.Figure:
         if not spans:
             continue
         fig.add_bar(
-            name=label, orientation="h", base=[s.start for s in spans], x=[s.end - s.start for s in spans],
+            name=label,
+            orientation="h",
+            base=[s.start for s in spans],
+            x=[s.end - s.start for s in spans],
             y=[f"{s.lane} · {'draft' if kind == 'draft' else 'target'}" for s in spans],
             marker=dict(color=colour, pattern_shape=pattern, line=dict(width=0.5, color="#fff")),
             customdata=[[s.round + 1 if s.round >= 0 else "prefill", 1000 * (s.end - s.start)] for s in spans],
@@ -173,12 +190,24 @@ def time_lanes_figure(lanes: dict[str, list[race.Span]]) -> go.Figure:
     for name, spans in lanes.items():
         if spans:
             end = max(s.end for s in spans)
-            fig.add_scatter(x=[end], y=[f"{name} · target"], mode="markers+text", text=[f"finish {end:.2f} s"],
-                            cliponaxis=False,
-                            textposition="middle right", marker=dict(symbol="line-ns-open", size=18, color="#000"),
-                            showlegend=False, hoverinfo="skip")
+            fig.add_scatter(
+                x=[end],
+                y=[f"{name} · target"],
+                mode="markers+text",
+                text=[f"finish {end:.2f} s"],
+                cliponaxis=False,
+                textposition="middle right",
+                marker=dict(symbol="line-ns-open", size=18, color="#000"),
+                showlegend=False,
+                hoverinfo="skip",
+            )
     fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(rows)))
-    fig.update_layout(barmode="overlay", title="Where the time goes: drafting and the target's forwards, round by round",
-                      xaxis_title="wall-clock seconds since the start", height=140 + 45 * len(rows),
-                      margin=dict(l=40, r=110, t=50, b=40), legend=dict(orientation="h", y=-0.3))
+    fig.update_layout(
+        barmode="overlay",
+        title="Where the time goes: drafting and the target's forwards, round by round",
+        xaxis_title="wall-clock seconds since the start",
+        height=140 + 45 * len(rows),
+        margin=dict(l=40, r=110, t=50, b=40),
+        legend=dict(orientation="h", y=-0.3),
+    )
     return fig

@@ -6,9 +6,8 @@ import json
 
 import pandas as pd
 
-from ...records import Run
-
 from ...comparison import Comparison
+from ...records import Run
 
 
 def rounds_frame(run: Run) -> pd.DataFrame:

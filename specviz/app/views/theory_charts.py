@@ -19,8 +19,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ... import theory
-from ...records import ACCEPTED, BONUS, REJECTED, RESAMPLED
 from ...comparison import Comparison
+from ...records import ACCEPTED, BONUS, REJECTED, RESAMPLED
 from .charts import P_COLOUR, Q_COLOUR
 from .tokens import COLOURS
 
@@ -40,27 +40,52 @@ def _layout(fig: go.Figure, title: str, x: str, y: str, height: int = 360) -> go
 
 
 # --- the standard model ----------------------------------------------------------------------
-def speedup_vs_gamma_figure(alpha: float, c: float, v: float, gamma: int, measured: pd.DataFrame | None = None) -> go.Figure:
+def speedup_vs_gamma_figure(
+    alpha: float, c: float, v: float, gamma: int, measured: pd.DataFrame | None = None
+) -> go.Figure:
     """Expected speedup over γ for one α and c, with the optimum, the chosen γ and measured runs marked."""
     gammas = list(range(1, MAX_GAMMA + 1))
     speedups = [theory.expected_speedup(alpha, g, c, v) for g in gammas]
     best = theory.optimal_gamma(alpha, c, v, MAX_GAMMA)
     fig = go.Figure()
-    fig.add_scatter(x=gammas, y=speedups, mode="lines", name=f"model: α={alpha:.2f}, c={c:.3g}, v={v:.2g}",
-                    line=dict(color=P_COLOUR), hovertemplate="γ=%{x}<br>speedup %{y:.2f}×<extra></extra>")
-    fig.add_scatter(x=[best], y=[theory.expected_speedup(alpha, best, c, v)], mode="markers", name=f"optimal γ = {best}",
-                    marker=dict(symbol="star", size=16, color=OPTIMUM_COLOUR))
-    fig.add_scatter(x=[gamma], y=[theory.expected_speedup(alpha, gamma, c, v)], mode="markers", name=f"chosen γ = {gamma}",
-                    marker=dict(symbol="circle-open", size=14, line=dict(width=3), color=CHOSEN_COLOUR))
+    fig.add_scatter(
+        x=gammas,
+        y=speedups,
+        mode="lines",
+        name=f"model: α={alpha:.2f}, c={c:.3g}, v={v:.2g}",
+        line=dict(color=P_COLOUR),
+        hovertemplate="γ=%{x}<br>speedup %{y:.2f}×<extra></extra>",
+    )
+    fig.add_scatter(
+        x=[best],
+        y=[theory.expected_speedup(alpha, best, c, v)],
+        mode="markers",
+        name=f"optimal γ = {best}",
+        marker=dict(symbol="star", size=16, color=OPTIMUM_COLOUR),
+    )
+    fig.add_scatter(
+        x=[gamma],
+        y=[theory.expected_speedup(alpha, gamma, c, v)],
+        mode="markers",
+        name=f"chosen γ = {gamma}",
+        marker=dict(symbol="circle-open", size=14, line=dict(width=3), color=CHOSEN_COLOUR),
+    )
     if measured is not None and not measured.empty:
         fig.add_scatter(
-            x=measured["gamma"], y=measured["speedup"], mode="markers", name="measured runs (this session)",
+            x=measured["gamma"],
+            y=measured["speedup"],
+            mode="markers",
+            name="measured runs (this session)",
             marker=dict(symbol="diamond", size=11, color=MEASURED_COLOUR, line=dict(width=1, color="#222")),
             customdata=measured[["name", "alpha", "cost_ratio", "theory"]].to_numpy(),
-            hovertemplate=("%{customdata[0]}<br>mean γ %{x:.1f} · measured %{y:.2f}×<br>its own α %{customdata[1]:.2f}, "
-                           "c %{customdata[2]:.3f} → model %{customdata[3]:.2f}×<extra></extra>"),
+            hovertemplate=(
+                "%{customdata[0]}<br>mean γ %{x:.1f} · measured %{y:.2f}×<br>its own α %{customdata[1]:.2f}, "
+                "c %{customdata[2]:.3f} → model %{customdata[3]:.2f}×<extra></extra>"
+            ),
         )
-    fig.add_hline(y=1, line_dash="dash", line_color=Q_COLOUR, annotation_text="target alone", annotation_position="bottom right")
+    fig.add_hline(
+        y=1, line_dash="dash", line_color=Q_COLOUR, annotation_text="target alone", annotation_position="bottom right"
+    )
     fig.update_yaxes(rangemode="tozero")
     return _layout(fig, "Expected speedup vs draft length γ", "draft length γ", "speedup (×)", height=400)
 
@@ -74,17 +99,33 @@ def speedup_heatmap(c: float, v: float, alpha: float | None = None, gamma: int |
     # Red below 1× (slower than the target alone), white at 1×, blue above: 1× sits where it falls in [0, top].
     one = min(1.0 / top, 1.0) if top > 0 else 1.0
     scale = [[0.0, "#b2182b"], [one, "#f7f7f7"], [1.0, "#2166ac"]] if one < 1 else [[0.0, "#b2182b"], [1.0, "#f7f7f7"]]
-    fig = go.Figure(go.Heatmap(
-        x=gammas, y=alphas, z=z, zmin=0.0, zmax=max(top, 1.0), colorscale=scale, colorbar=dict(title="speedup"),
-        hovertemplate="α=%{y:.2f} · γ=%{x}<br>speedup %{z:.2f}×<extra></extra>",
-    ))
+    fig = go.Figure(
+        go.Heatmap(
+            x=gammas,
+            y=alphas,
+            z=z,
+            zmin=0.0,
+            zmax=max(top, 1.0),
+            colorscale=scale,
+            colorbar=dict(title="speedup"),
+            hovertemplate="α=%{y:.2f} · γ=%{x}<br>speedup %{z:.2f}×<extra></extra>",
+        )
+    )
     best = [theory.optimal_gamma(a, c, v, HEATMAP_GAMMA) for a in alphas]
-    fig.add_scatter(x=best, y=alphas, mode="lines", name="optimal γ for each α", line=dict(color="#111", width=2, shape="hv"))
+    fig.add_scatter(
+        x=best, y=alphas, mode="lines", name="optimal γ for each α", line=dict(color="#111", width=2, shape="hv")
+    )
     if alpha is not None and gamma is not None:
-        fig.add_scatter(x=[gamma], y=[alpha], mode="markers", name="chosen α, γ",
-                        marker=dict(symbol="x", size=14, color=CHOSEN_COLOUR, line=dict(width=2, color="#111")))
-    return _layout(fig, f"Expected speedup over α and γ (c={c:.3g}, v={v:.2g})", "draft length γ", "acceptance rate α",
-                   height=400)
+        fig.add_scatter(
+            x=[gamma],
+            y=[alpha],
+            mode="markers",
+            name="chosen α, γ",
+            marker=dict(symbol="x", size=14, color=CHOSEN_COLOUR, line=dict(width=2, color="#111")),
+        )
+    return _layout(
+        fig, f"Expected speedup over α and γ (c={c:.3g}, v={v:.2g})", "draft length γ", "acceptance rate α", height=400
+    )
 
 
 def acceptance_example(alpha: float, gamma: int, c: float, v: float) -> tuple[float, float, str]:
@@ -98,9 +139,11 @@ def acceptance_example(alpha: float, gamma: int, c: float, v: float) -> tuple[fl
         verdict = "barely faster than the target alone: most drafts are wasted work"
     else:
         verdict = "slower than the target alone: the drafts cost more than the target steps they save"
-    sentence = (f"At α={alpha:.1f} a round of γ={gamma} drafts keeps {tokens - 1:.2f} of them on average and yields "
-                f"{tokens:.2f} tokens for {gamma * c + v:.2f} target steps, so it runs {speedup:.2f}× — {verdict}. "
-                f"The best γ at this α is {best}.")
+    sentence = (
+        f"At α={alpha:.1f} a round of γ={gamma} drafts keeps {tokens - 1:.2f} of them on average and yields "
+        f"{tokens:.2f} tokens for {gamma * c + v:.2f} target steps, so it runs {speedup:.2f}× — {verdict}. "
+        f"The best γ at this α is {best}."
+    )
     return tokens, speedup, sentence
 
 
@@ -143,8 +186,9 @@ def worksheet(frame: pd.DataFrame) -> Worksheet:
     """Totals of a table of rounds with 'drafted' and 'accepted' counts, refusing impossible rows."""
     rounds = drafted = accepted = blank = 0
     invalid = []
-    for i, (d, a) in enumerate(zip(pd.to_numeric(frame["drafted"], errors="coerce"),
-                                   pd.to_numeric(frame["accepted"], errors="coerce")), 1):
+    for i, (d, a) in enumerate(
+        zip(pd.to_numeric(frame["drafted"], errors="coerce"), pd.to_numeric(frame["accepted"], errors="coerce")), 1
+    ):
         if pd.isna(d) or pd.isna(a):
             blank += 1
         elif d < 0 or a < 0 or a > d or d != int(d) or a != int(a):
@@ -187,14 +231,16 @@ def measured_points(values: Mapping) -> pd.DataFrame:
         if not run.rounds or run.mean_drafted <= 0:
             continue
         mode = run.settings.get("verification", {}).get("mode", "exact")
-        rows.append({
-            "name": f"{name}: {run.draft} → {run.target}, {mode}",
-            "gamma": run.mean_drafted,
-            "speedup": c.speedup,
-            "alpha": run.acceptance_rate,
-            "cost_ratio": c.cost_ratio,
-            "theory": c.theoretical_speedup,
-        })
+        rows.append(
+            {
+                "name": f"{name}: {run.draft} → {run.target}, {mode}",
+                "gamma": run.mean_drafted,
+                "speedup": c.speedup,
+                "alpha": run.acceptance_rate,
+                "cost_ratio": c.cost_ratio,
+                "theory": c.theoretical_speedup,
+            }
+        )
     return pd.DataFrame(rows, columns=["name", "gamma", "speedup", "alpha", "cost_ratio", "theory"])
 
 
@@ -206,14 +252,26 @@ def pairs_figure(values: Mapping) -> go.Figure | None:
         return None
     fig = go.Figure()
     labels = [f"{i + 1}. {c.spec.draft} (γ={c.spec.settings.get('gamma')})" for i, (_, c) in enumerate(runs)]
-    fig.add_bar(x=labels, y=[c.speedup for _, c in runs], name="median of the pairs (the figure shown)",
-                marker_color="rgba(120,120,120,0.35)")
-    fig.add_scatter(x=[label for label, (_, c) in zip(labels, runs) for _ in c.pair_ratios],
-                    y=[r for _, c in runs for r in c.pair_ratios], mode="markers", name="one timed pair",
-                    marker={"size": 10, "symbol": "diamond", "color": "#1f77b4"})
+    fig.add_bar(
+        x=labels,
+        y=[c.speedup for _, c in runs],
+        name="median of the pairs (the figure shown)",
+        marker_color="rgba(120,120,120,0.35)",
+    )
+    fig.add_scatter(
+        x=[label for label, (_, c) in zip(labels, runs) for _ in c.pair_ratios],
+        y=[r for _, c in runs for r in c.pair_ratios],
+        mode="markers",
+        name="one timed pair",
+        marker={"size": 10, "symbol": "diamond", "color": "#1f77b4"},
+    )
     fig.add_hline(y=1, line_dash="dot", annotation_text="1× (no gain)")
-    fig.update_layout(title="This session's runs: each timed pair's speedup, and the median shown",
-                      yaxis_title="target alone ÷ speculative", height=340, margin={"t": 50, "b": 40})
+    fig.update_layout(
+        title="This session's runs: each timed pair's speedup, and the median shown",
+        yaxis_title="target alone ÷ speculative",
+        height=340,
+        margin={"t": 50, "b": 40},
+    )
     return fig
 
 
@@ -235,13 +293,33 @@ def speedup_vs_tolerance_figure(sweep: Sweep) -> go.Figure:
     frame = sweep.frame().iloc[1:]
     ref = sweep.reference
     fig = go.Figure()
-    fig.add_scatter(x=frame["value"], y=frame["speedup"], mode="lines+markers", name="speedup (measured)",
-                    line=dict(color=P_COLOUR), marker=dict(symbol="circle", size=9))
-    fig.add_scatter(x=frame["value"], y=frame["alpha"], mode="lines+markers", name="α (acceptance)", yaxis="y2",
-                    line=dict(color=MEASURED_COLOUR, dash="dot"), marker=dict(symbol="triangle-up", size=9))
-    fig.add_hline(y=ref.speedup, line_dash="dash", line_color=EXACT_COLOUR,
-                  annotation_text=f"exact: {ref.speedup:.2f}×, α={ref.alpha:.2f}", annotation_position="top left")
-    fig.update_layout(yaxis=dict(rangemode="tozero"), yaxis2=dict(overlaying="y", side="right", title="α", range=[0, 1.05]))
+    fig.add_scatter(
+        x=frame["value"],
+        y=frame["speedup"],
+        mode="lines+markers",
+        name="speedup (measured)",
+        line=dict(color=P_COLOUR),
+        marker=dict(symbol="circle", size=9),
+    )
+    fig.add_scatter(
+        x=frame["value"],
+        y=frame["alpha"],
+        mode="lines+markers",
+        name="α (acceptance)",
+        yaxis="y2",
+        line=dict(color=MEASURED_COLOUR, dash="dot"),
+        marker=dict(symbol="triangle-up", size=9),
+    )
+    fig.add_hline(
+        y=ref.speedup,
+        line_dash="dash",
+        line_color=EXACT_COLOUR,
+        annotation_text=f"exact: {ref.speedup:.2f}×, α={ref.alpha:.2f}",
+        annotation_position="top left",
+    )
+    fig.update_layout(
+        yaxis=dict(rangemode="tozero"), yaxis2=dict(overlaying="y", side="right", title="α", range=[0, 1.05])
+    )
     if not sweep.greedy:
         fig.update_xaxes(autorange="reversed")
     return _layout(fig, "Speed: relaxing verification", _parameter_title(sweep), "speedup (×)")
@@ -255,13 +333,34 @@ def quality_vs_tolerance_figure(sweep: Sweep) -> go.Figure:
     styles = {"agreement": ("circle", "#1b9e77"), "bleu": ("square", "#7570b3"), "rouge_l": ("diamond", "#e7298a")}
     for column, (symbol, colour) in styles.items():
         scale = 100 if column == "bleu" else 1
-        fig.add_scatter(x=frame["value"], y=frame[column] / scale, mode="lines+markers", marker=dict(symbol=symbol, size=9),
-                        line=dict(color=colour), name="BLEU / 100" if column == "bleu" else QUALITY_METRICS[column])
-    fig.add_scatter(x=frame["value"], y=frame["log_likelihood"], mode="lines+markers", yaxis="y2",
-                    name="log-likelihood (right axis)", line=dict(color=P_COLOUR, dash="dot"), marker=dict(symbol="x", size=9))
-    fig.add_hline(y=ref.quality.log_likelihood, yref="y2", line_dash="dash", line_color=EXACT_COLOUR,
-                  annotation_text=f"exact log-likelihood {ref.quality.log_likelihood:.2f}", annotation_position="bottom right")
-    fig.update_layout(yaxis=dict(range=[0, 1.05]), yaxis2=dict(overlaying="y", side="right", title="mean log p per token"))
+        fig.add_scatter(
+            x=frame["value"],
+            y=frame[column] / scale,
+            mode="lines+markers",
+            marker=dict(symbol=symbol, size=9),
+            line=dict(color=colour),
+            name="BLEU / 100" if column == "bleu" else QUALITY_METRICS[column],
+        )
+    fig.add_scatter(
+        x=frame["value"],
+        y=frame["log_likelihood"],
+        mode="lines+markers",
+        yaxis="y2",
+        name="log-likelihood (right axis)",
+        line=dict(color=P_COLOUR, dash="dot"),
+        marker=dict(symbol="x", size=9),
+    )
+    fig.add_hline(
+        y=ref.quality.log_likelihood,
+        yref="y2",
+        line_dash="dash",
+        line_color=EXACT_COLOUR,
+        annotation_text=f"exact log-likelihood {ref.quality.log_likelihood:.2f}",
+        annotation_position="bottom right",
+    )
+    fig.update_layout(
+        yaxis=dict(range=[0, 1.05]), yaxis2=dict(overlaying="y", side="right", title="mean log p per token")
+    )
     if not sweep.greedy:
         fig.update_xaxes(autorange="reversed")
     return _layout(fig, "Quality: drift from the exact output", _parameter_title(sweep), "score (1 = same as exact)")
@@ -272,22 +371,41 @@ def speedup_quality_figure(sweep: Sweep, metric: str = "bleu") -> go.Figure:
     frame = sweep.frame()
     ref, points = frame.iloc[:1], frame.iloc[1:]
     fig = go.Figure()
-    fig.add_scatter(x=points[metric], y=points["speedup"], mode="markers+text", text=points["rule"],
-                    textposition="top center", name="relaxed",
-                    marker=dict(symbol="circle", size=10, color=P_COLOUR))
-    fig.add_scatter(x=ref[metric], y=ref["speedup"], mode="markers+text", text=["exact (reference)"],
-                    textposition="bottom center", name="exact (reference)",
-                    marker=dict(symbol="star", size=18, color=EXACT_COLOUR, line=dict(width=1, color="#222")))
+    fig.add_scatter(
+        x=points[metric],
+        y=points["speedup"],
+        mode="markers+text",
+        text=points["rule"],
+        textposition="top center",
+        name="relaxed",
+        marker=dict(symbol="circle", size=10, color=P_COLOUR),
+    )
+    fig.add_scatter(
+        x=ref[metric],
+        y=ref["speedup"],
+        mode="markers+text",
+        text=["exact (reference)"],
+        textposition="bottom center",
+        name="exact (reference)",
+        marker=dict(symbol="star", size=18, color=EXACT_COLOUR, line=dict(width=1, color="#222")),
+    )
     fig.add_hline(y=1, line_dash="dash", line_color=Q_COLOUR)
     return _layout(fig, "Speed vs quality", QUALITY_METRICS[metric], "speedup (×)")
 
 
 def sweep_table(sweep: Sweep) -> pd.DataFrame:
     """The sweep's rows under readable column names."""
-    return sweep.frame().rename(columns={
-        "value": "τ" if sweep.greedy else "lenience", "alpha": "α", "mean_accepted": "tokens / round",
-        "speedup": "speedup (×)", "bleu": "BLEU", "rouge_l": "ROUGE-L", "log_likelihood": "log-likelihood",
-    })
+    return sweep.frame().rename(
+        columns={
+            "value": "τ" if sweep.greedy else "lenience",
+            "alpha": "α",
+            "mean_accepted": "tokens / round",
+            "speedup": "speedup (×)",
+            "bleu": "BLEU",
+            "rouge_l": "ROUGE-L",
+            "log_likelihood": "log-likelihood",
+        }
+    )
 
 
 # --- token trees -------------------------------------------------------------------------------
@@ -300,14 +418,26 @@ def verify_cost_figure(cost: dict, context: int | None = None) -> go.Figure:
     chosen = min(measured, key=lambda m: abs(m["context"] - (context or measured[0]["context"])))
     fig = go.Figure()
     for m in [chosen] + [m for m in measured if m is not chosen]:
-        fig.add_trace(go.Scatter(x=cost["nodes"], y=m["steps"], mode="lines+markers", name=f"context {m['context']}",
-                                 line_dash="solid" if m is chosen else "dot", opacity=1.0 if m is chosen else 0.6,
-                                 hovertemplate=f"context {m['context']}, N = %{{x}} nodes: %{{y:.2f}} target steps"
-                                               "<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=cost["nodes"],
+                y=m["steps"],
+                mode="lines+markers",
+                name=f"context {m['context']}",
+                line_dash="solid" if m is chosen else "dot",
+                opacity=1.0 if m is chosen else 0.6,
+                hovertemplate=f"context {m['context']}, N = %{{x}} nodes: %{{y:.2f}} target steps<extra></extra>",
+            )
+        )
     fig.add_hline(y=1.0, line_dash="dot", annotation_text="one plain step (the paper's v)")
-    fig.update_layout(title="Verification cost v(N), measured (machine below)",
-                      xaxis_title="drafted tokens verified in one forward (N)", yaxis_title="target steps",
-                      height=360, margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.2))
+    fig.update_layout(
+        title="Verification cost v(N), measured (machine below)",
+        xaxis_title="drafted tokens verified in one forward (N)",
+        yaxis_title="target steps",
+        height=360,
+        margin=dict(l=10, r=10, t=50, b=10),
+        legend=dict(orientation="h", y=-0.2),
+    )
     return fig
 
 
@@ -315,15 +445,39 @@ def tree_vs_chain_figure(accept_by_rank: list[float], c: float, cost: dict, dept
     """Expected speedup of a chain of γ=N and of the best tree of N nodes (depth ≤ `depth`), both verified at v(N)."""
     nodes = cost["nodes"]
     chain = [theory.expected_tokens(accept_by_rank[0], n) / (n * c + v) for n, v in zip(nodes, cost["steps"])]
-    tree = [theory.tree_speedup(theory.tree_expected_tokens(theory.best_tree(accept_by_rank, n, depth), accept_by_rank),
-                                n * c, v) for n, v in zip(nodes, cost["steps"])]
+    tree = [
+        theory.tree_speedup(
+            theory.tree_expected_tokens(theory.best_tree(accept_by_rank, n, depth), accept_by_rank), n * c, v
+        )
+        for n, v in zip(nodes, cost["steps"])
+    ]
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=nodes, y=chain, mode="lines+markers", name="chain of γ = N",
-                             hovertemplate="chain, γ = %{x}: %{y:.2f}×<extra></extra>"))
-    fig.add_trace(go.Scatter(x=nodes, y=tree, mode="lines+markers", name=f"best tree of N nodes (depth ≤ {depth})",
-                             marker_symbol="diamond", hovertemplate="tree, N = %{x}: %{y:.2f}×<extra></extra>"))
+    fig.add_trace(
+        go.Scatter(
+            x=nodes,
+            y=chain,
+            mode="lines+markers",
+            name="chain of γ = N",
+            hovertemplate="chain, γ = %{x}: %{y:.2f}×<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=nodes,
+            y=tree,
+            mode="lines+markers",
+            name=f"best tree of N nodes (depth ≤ {depth})",
+            marker_symbol="diamond",
+            hovertemplate="tree, N = %{x}: %{y:.2f}×<extra></extra>",
+        )
+    )
     fig.add_hline(y=1.0, line_dash="dot")
-    fig.update_layout(title="Chain or tree at the same tokens verified, with v(N) as measured",
-                      xaxis_title="drafted tokens verified per round (N)", yaxis_title="expected speedup",
-                      height=360, margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.2))
+    fig.update_layout(
+        title="Chain or tree at the same tokens verified, with v(N) as measured",
+        xaxis_title="drafted tokens verified per round (N)",
+        yaxis_title="expected speedup",
+        height=360,
+        margin=dict(l=10, r=10, t=50, b=10),
+        legend=dict(orientation="h", y=-0.2),
+    )
     return fig

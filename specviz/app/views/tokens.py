@@ -67,7 +67,8 @@ def _hover(r: Round, i: int, status: str) -> str:
     """Hover text: the status with q (draft) and p (target) of the token."""
     if i < len(r.drafted):
         p = "not computed (after the first rejection)" if r.p[i] is None else f"{r.p[i]:.3f}"
-        return f"{DESCRIPTIONS[status]} · round {r.index + 1}, position {i + 1} · q (draft) = {r.q[i]:.3f} · p (target) = {p}"
+        where = f"round {r.index + 1}, position {i + 1}"
+        return f"{DESCRIPTIONS[status]} · {where} · q (draft) = {r.q[i]:.3f} · p (target) = {p}"
     return f"{DESCRIPTIONS[status]} · round {r.index + 1} · p (target) = {r.next_p:.3f}"
 
 
@@ -108,12 +109,17 @@ def timeline_html(run: Run, upto_round: int | None = None) -> str:
     rounds = run.rounds if upto_round is None else run.rounds[: upto_round + 1]
     for r in rounds:
         spans = "".join(round_spans(r, show_rejected=True, upto_emitted=False))
-        meta = f"γ={r.gamma} · {r.n_accepted}/{len(r.drafted)} kept · {1000 * (r.draft_seconds + r.verify_seconds):.0f} ms"
+        meta = (
+            f"γ={r.gamma} · {r.n_accepted}/{len(r.drafted)} kept · {1000 * (r.draft_seconds + r.verify_seconds):.0f} ms"
+        )
         if r.source:  # a drafter that chooses among others (auto) says which one drafted
             meta = f"{html.escape(r.source)} · {meta}"
         if r.why:  # ... and drafters that set their own length (auto, suffix) say why
             spans += f'<div class="sv-why">{html.escape(r.why)}</div>'
-        rows.append(f'<tr><td class="sv-n">#{r.index + 1}</td><td class="sv-text">{spans}</td><td class="sv-meta">{meta}</td></tr>')
+        rows.append(
+            f'<tr><td class="sv-n">#{r.index + 1}</td><td class="sv-text">{spans}</td><td '
+            f'class="sv-meta">{meta}</td></tr>'
+        )
     return f'{CSS}<table class="sv-timeline">{"".join(rows)}</table>'
 
 

@@ -72,32 +72,67 @@ def tree_figure(r: Round) -> go.Figure:
         nodes = [i for i in range(tree.size) if tree.status[i] == status]
         if not nodes:
             continue
-        hover = [f"{DESCRIPTIONS.get(status, status) if status != DRAFTED else 'drafted, never reached by the target'}"
-                 f"<br>node {i} · depth {level[i]} · rank {ranks[i] + 1} among its siblings"
-                 f"<br>q (draft) = {tree.q[i]:.3f} · p (target) = " + ("not computed" if tree.p[i] is None else f"{tree.p[i]:.3f}")
-                 for i in nodes]
-        fig.add_trace(go.Scatter(
-            x=[level[i] for i in nodes], y=[y[i] for i in nodes], mode="markers+text",
-            text=[_label(text[i]) for i in nodes], textposition="top center", hovertext=hover, hoverinfo="text",
-            marker=dict(symbol=SYMBOLS[status], size=16 if status == ACCEPTED else 13, color=COLOURS[status],
-                        line=dict(width=2, color=COLOURS[status])),
-            name={ACCEPTED: "kept (accepted branch)", REJECTED: "refused by the target",
-                  DRAFTED: "drafted, never reached"}[status]))
+        hover = [
+            f"{DESCRIPTIONS.get(status, status) if status != DRAFTED else 'drafted, never reached by the target'}"
+            f"<br>node {i} · depth {level[i]} · rank {ranks[i] + 1} among its siblings"
+            f"<br>q (draft) = {tree.q[i]:.3f} · p (target) = "
+            + ("not computed" if tree.p[i] is None else f"{tree.p[i]:.3f}")
+            for i in nodes
+        ]
+        fig.add_trace(
+            go.Scatter(
+                x=[level[i] for i in nodes],
+                y=[y[i] for i in nodes],
+                mode="markers+text",
+                text=[_label(text[i]) for i in nodes],
+                textposition="top center",
+                hovertext=hover,
+                hoverinfo="text",
+                marker=dict(
+                    symbol=SYMBOLS[status],
+                    size=16 if status == ACCEPTED else 13,
+                    color=COLOURS[status],
+                    line=dict(width=2, color=COLOURS[status]),
+                ),
+                name={
+                    ACCEPTED: "kept (accepted branch)",
+                    REJECTED: "refused by the target",
+                    DRAFTED: "drafted, never reached",
+                }[status],
+            )
+        )
     next_x = (level[last] if last >= 0 else 0) + 1  # the next token follows the kept branch
-    fig.add_trace(go.Scatter(x=[next_x - 1, next_x], y=[y[last] if last >= 0 else root_y, next_y], mode="lines",
-                             hoverinfo="skip", showlegend=False, line=dict(color=COLOURS[r.next_kind], width=3, dash="dot")))
-    fig.add_trace(go.Scatter(
-        x=[next_x], y=[next_y], mode="markers+text",
-        text=[_label(r.next_text)], textposition="top center",
-        marker=dict(symbol=SYMBOLS[r.next_kind], size=16, color=COLOURS[r.next_kind]),
-        name=DESCRIPTIONS[r.next_kind], hovertext=[f"{DESCRIPTIONS[r.next_kind]} · p (target) = {r.next_p:.3f}"],
-        hoverinfo="text"))
+    fig.add_trace(
+        go.Scatter(
+            x=[next_x - 1, next_x],
+            y=[y[last] if last >= 0 else root_y, next_y],
+            mode="lines",
+            hoverinfo="skip",
+            showlegend=False,
+            line=dict(color=COLOURS[r.next_kind], width=3, dash="dot"),
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[next_x],
+            y=[next_y],
+            mode="markers+text",
+            text=[_label(r.next_text)],
+            textposition="top center",
+            marker=dict(symbol=SYMBOLS[r.next_kind], size=16, color=COLOURS[r.next_kind]),
+            name=DESCRIPTIONS[r.next_kind],
+            hovertext=[f"{DESCRIPTIONS[r.next_kind]} · p (target) = {r.next_p:.3f}"],
+            hoverinfo="text",
+        )
+    )
     fig.update_layout(
-        height=max(300, 44 * (max(y + [next_y]) + 3)), margin=dict(l=10, r=10, t=50, b=10),
+        height=max(300, 44 * (max(y + [next_y]) + 3)),
+        margin=dict(l=10, r=10, t=50, b=10),
         title=f"Round {r.index + 1}: a tree of {tree.size} nodes, {len(kept)} kept, verified in one target forward",
         xaxis=dict(title="depth (tokens after the last committed one)", dtick=1, range=[-0.4, max(level) + 1.6]),
         yaxis=dict(visible=False, range=[max(y + [next_y]) + 0.6, -0.8]),  # top to bottom, room for the labels above
-        legend=dict(orientation="h", y=-0.3))
+        legend=dict(orientation="h", y=-0.3),
+    )
     return fig
 
 
@@ -108,9 +143,23 @@ def mask_figure(r: Round) -> go.Figure:
     n = tree.size + 1
     # the very mask the target reads (specviz.trees), without the committed context in front
     allowed = visibility(rooted(tree.parents), list(range(n)), list(range(n)), 0, n).int().tolist()
-    fig = go.Figure(go.Heatmap(z=allowed, x=text, y=text, colorscale=[[0, "#f4f4f4"], [1, "#4575b4"]], showscale=False,
-                               xgap=1, ygap=1, hovertemplate="%{y} reads %{x}: %{z}<extra></extra>"))
-    fig.update_layout(title="Tree attention mask (blue: may attend; every row also reads the whole context)",
-                      height=max(300, 22 * n + 120), margin=dict(l=10, r=10, t=50, b=10),
-                      yaxis=dict(autorange="reversed"), xaxis=dict(side="top", tickangle=-60))
+    fig = go.Figure(
+        go.Heatmap(
+            z=allowed,
+            x=text,
+            y=text,
+            colorscale=[[0, "#f4f4f4"], [1, "#4575b4"]],
+            showscale=False,
+            xgap=1,
+            ygap=1,
+            hovertemplate="%{y} reads %{x}: %{z}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title="Tree attention mask (blue: may attend; every row also reads the whole context)",
+        height=max(300, 22 * n + 120),
+        margin=dict(l=10, r=10, t=50, b=10),
+        yaxis=dict(autorange="reversed"),
+        xaxis=dict(side="top", tickangle=-60),
+    )
     return fig

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ....comparison import Comparison
 from ....lesson import recordings
 from ....lesson.claim import Claim, cost_text, label, times
 from ....lesson.question import Question, best_by_speedup
 from ....lesson.step import Data, Step
-from ....comparison import Comparison
 from ...views import lesson_charts
 from .. import parts, session
 from ..prediction import predict

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ....comparison import Comparison
 from ....lesson import recordings
 from ....lesson.claim import ALMOST_FREE, Claim, cost_text, direction, label, times
 from ....lesson.question import Question
 from ....lesson.step import Data, Step
-from ....comparison import Comparison
 from ... import controls
 from ...views import charts
 from .. import parts, session
