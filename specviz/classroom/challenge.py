@@ -20,8 +20,15 @@ from collections.abc import Collection
 from dataclasses import asdict, dataclass
 
 from ..comparison import Comparison
-from ..config import (APP_MAX_GAMMA, APP_MAX_TREE_BUDGET, CHALLENGE_MAX_PROMPT_CHARS, CHALLENGE_TOKENS, Decoding,
-                      TreeShape, Verification)
+from ..config import (
+    APP_MAX_GAMMA,
+    APP_MAX_TREE_BUDGET,
+    CHALLENGE_MAX_PROMPT_CHARS,
+    CHALLENGE_TOKENS,
+    Decoding,
+    TreeShape,
+    Verification,
+)
 from ..errors import SpecVizError
 from ..lab.measure import PAIRS, speedup_text
 from ..lab.quality import rouge_l
