@@ -160,6 +160,7 @@ class Row:
     result: Result
     entries: int
     yours: bool = False
+    measurements: int = 1  # how many times this choice was timed (identical entries share one measurement)
 
     @property
     def lossy(self) -> bool:
@@ -170,10 +171,12 @@ class Row:
         return f"{self.rank}" + (" ⚠ lossy" if self.lossy else "")
 
 
-def ranked(results: list[Result], entries: dict[str, int], mine: Collection[str] = ()) -> list[Row]:
-    """Fastest first (measured speedup; the earlier measurement first on a tie)."""
-    order = sorted(results, key=lambda r: (-r.speedup, r.measured_at))
-    return [Row(i, r, entries.get(r.choice.key(), 0), r.choice.key() in mine) for i, r in enumerate(order, start=1)]
+def ranked(measured: list[tuple[Result, int]], entries: dict[str, int], mine: Collection[str] = ()) -> list[Row]:
+    """Fastest first (measured speedup; the earlier measurement first on a tie). `measured`: each result with how
+    many times its choice was timed."""
+    order = sorted(measured, key=lambda rn: (-rn[0].speedup, rn[0].measured_at))
+    return [Row(i, r, entries.get(r.choice.key(), 0), r.choice.key() in mine, n)
+            for i, (r, n) in enumerate(order, start=1)]
 
 
 def headline(rows: list[Row]) -> str:
@@ -192,7 +195,7 @@ def headline(rows: list[Row]) -> str:
 
 CSV_COLUMNS = ("rank", "lossy", "drafter", "gamma", "tree_budget", "rule", "speedup", "speedup_low", "speedup_high",
                "pairs", "tokens_per_round", "alpha", "identical", "token_agreement", "rouge_l", "new_tokens", "entries",
-               "measured_at_utc")
+               "measurements", "measured_at_utc")
 
 
 def csv_text(rows: list[Row]) -> str:
@@ -205,5 +208,5 @@ def csv_text(rows: list[Row]) -> str:
         writer.writerow([row.rank, row.lossy, c.drafter, c.gamma, c.tree_budget, c.rule, f"{r.speedup:.4f}",
                          f"{r.speedup_low:.4f}", f"{r.speedup_high:.4f}", r.pairs, f"{r.tokens_per_round:.4f}",
                          f"{r.alpha:.4f}", r.identical, f"{r.agreement:.4f}", f"{r.rouge:.4f}", r.new_tokens,
-                         row.entries, time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r.measured_at))])
+                         row.entries, row.measurements, time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r.measured_at))])
     return out.getvalue()

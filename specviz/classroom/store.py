@@ -32,7 +32,7 @@ CREATE TABLE IF NOT EXISTS revealed (qid TEXT PRIMARY KEY, at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS challenges (id INTEGER PRIMARY KEY AUTOINCREMENT, prompt TEXT NOT NULL,
                                        tokens INTEGER NOT NULL, opened_at REAL NOT NULL, closed_at REAL);
 CREATE TABLE IF NOT EXISTS results (challenge INTEGER NOT NULL, choice TEXT NOT NULL, result TEXT NOT NULL,
-                                    PRIMARY KEY (challenge, choice));
+                                    measurements INTEGER NOT NULL DEFAULT 1, PRIMARY KEY (challenge, choice));
 CREATE TABLE IF NOT EXISTS entries (challenge INTEGER NOT NULL, learner TEXT NOT NULL, choice TEXT NOT NULL,
                                     at REAL NOT NULL, PRIMARY KEY (challenge, learner, choice));
 """
@@ -147,14 +147,19 @@ class ClassStore:
                              (cid, choice.key())).fetchone()
         return Result.from_json(row[0]) if row else None
 
-    def enter(self, cid: int, learner: str, result: Result) -> Result | None:
-        """This learner's entry of a measured choice: the result kept for that choice (the first measurement of it
-        stays, so identical entries show one figure). None when the challenge is closed: the entry is refused."""
+    def enter(self, cid: int, learner: str, result: Result, measured: bool = True) -> Result | None:
+        """This learner's entry of a choice: the result kept for that choice (the first measurement of it stays,
+        so identical entries show one figure). `measured` says whether this entry's run was timed for it (False
+        when it was served an identical measurement); the board counts the measurements of each choice. None when
+        the challenge is closed: the entry is refused."""
         key = result.choice.key()
         with self._tx() as db:
             if not self._open(db, cid):
                 return None
-            db.execute("INSERT OR IGNORE INTO results VALUES (?, ?, ?)", (cid, key, result.to_json()))
+            new = db.execute("INSERT OR IGNORE INTO results VALUES (?, ?, ?, 1)", (cid, key, result.to_json())).rowcount
+            if not new and measured:
+                db.execute("UPDATE results SET measurements = measurements + 1 WHERE challenge = ? AND choice = ?",
+                           (cid, key))
             db.execute("INSERT OR IGNORE INTO entries VALUES (?, ?, ?, ?)", (cid, learner, key, self._clock()))
             kept = db.execute("SELECT result FROM results WHERE challenge = ? AND choice = ?", (cid, key)).fetchone()
         return Result.from_json(kept[0])
@@ -162,13 +167,13 @@ class ClassStore:
     def leaderboard(self, cid: int, learner: str | None = None) -> list[Row]:
         """Every measured choice of the challenge, ranked; `learner`'s own entries marked."""
         with self._tx(write=False) as db:
-            results = [Result.from_json(r) for (r,) in db.execute("SELECT result FROM results WHERE challenge = ?",
-                                                                  (cid,))]
+            measured = [(Result.from_json(r), n) for r, n in db.execute(
+                "SELECT result, measurements FROM results WHERE challenge = ?", (cid,))]
             entries = dict(db.execute("SELECT choice, COUNT(*) FROM entries WHERE challenge = ? GROUP BY choice",
                                       (cid,)))
             mine = {c for (c,) in db.execute("SELECT choice FROM entries WHERE challenge = ? AND learner = ?",
                                              (cid, learner))}
-        return ranked(results, entries, mine)
+        return ranked(measured, entries, mine)
 
     def last_choice(self, cid: int, learner: str) -> Choice | None:
         """This learner's latest entry (a reloaded page starts from it)."""

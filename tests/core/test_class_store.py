@@ -137,3 +137,41 @@ def test_many_sessions_at_once_are_all_counted(store):
     assert store.tally("q", OPTIONS).counts == (8, 8, 7, 7)
     rows = store.leaderboard(challenge.id)
     assert len(rows) == 6 and sum(r.entries for r in rows) == 30
+
+
+def test_the_board_counts_how_often_each_choice_was_timed(store):
+    """Identical entries served one measurement leave it at one; a fresh timing of the same choice adds one."""
+    challenge = store.open_challenge("Count to ten.", 16)
+    choice = Choice("suffix", 4)
+    store.enter(challenge.id, "ann", result(choice, 1.4))
+    store.enter(challenge.id, "bob", result(choice, 1.4), measured=False)  # served ann's measurement
+    (row,) = store.leaderboard(challenge.id)
+    assert (row.entries, row.measurements) == (2, 1)
+    store.enter(challenge.id, "cy", result(choice, 1.2))  # timed again (say, after a lost race): counted, not shown
+    (row,) = store.leaderboard(challenge.id)
+    assert (row.entries, row.measurements, row.result.speedup) == (3, 2, 1.4)
+
+
+def test_the_headline_never_rewards_a_lossy_entry_without_saying_so_and_the_csv_has_no_names(store):
+    from specviz.classroom.challenge import CSV_COLUMNS, csv_text, headline
+
+    challenge = store.open_challenge("Count to ten.", 16)
+    exact, lossy = Choice("ngram", 4), Choice("ngram", 4, rule="relaxed τ=2")
+    store.enter(challenge.id, "ann", result(exact, 1.3, at=1))
+    store.enter(challenge.id, "bob", result(lossy, 1.6, identical=False, at=2))
+    rows = store.leaderboard(challenge.id)
+    text = headline(rows)
+    assert "Fastest lossless entry: **ngram · γ=4 · exact**" in text
+    assert "is lossy: 80% of tokens agree · ROUGE-L 0.90" in text
+    lines = csv_text(rows).splitlines()
+    assert lines[0].split(",") == list(CSV_COLUMNS) and len(lines) == 3
+    assert lines[1].startswith("1,True,ngram,4,0,relaxed τ=2,1.6000") and "ann" not in "".join(lines)
+
+
+def test_a_choice_refuses_what_the_room_does_not_offer():
+    offered = ["ngram", "suffix"]
+    Choice("suffix", 4, 8, "relaxed τ=1").check(offered)
+    for bad, message in ((Choice("gpt-5"), "unknown drafter 'gpt-5'"), (Choice("ngram", 0), "γ must be"),
+                         (Choice("ngram", 4, 99), "tree budget"), (Choice("ngram", rule="loose"), "unknown verif")):
+        with pytest.raises(SpecVizError, match=message):
+            bad.check(offered)
