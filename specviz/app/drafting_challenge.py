@@ -14,7 +14,7 @@ from ..classroom.challenge import RULES, Challenge, Choice, Result, csv_text, he
 from ..config import APP_MAX_GAMMA, APP_MAX_TREE_BUDGET, CHALLENGE_MAX_PROMPT_CHARS, CHALLENGE_TOKENS
 from ..models import DEFAULT_TARGET
 from . import class_state, controls, links, room, service
-from .views.class_views import LEADERBOARD_COLUMNS, leaderboard_frame
+from .views.class_views import leaderboard_frame
 
 DEFAULT_PROMPT = "Why does the Moon appear to change shape over the course of a month?"
 _NOTE = "challenge-note"  # what this session's last entry came to: (kind, text), shown until the next entry
@@ -107,12 +107,12 @@ def leaderboard(shown: Challenge | None) -> None:
     st.subheader("Leaderboard" + ("" if shown.open else " (final)"))
     st.markdown(headline(rows))
     if rows:
-        st.dataframe(leaderboard_frame(rows), hide_index=True, column_config=LEADERBOARD_COLUMNS,
-                     key="challenge-board")
+        st.table(leaderboard_frame(rows))
         entries = sum(r.entries for r in rows)
         st.caption(f"{len(rows)} measured choice{'s' if len(rows) != 1 else ''}, {entries} "
                    f"entr{'ies' if entries != 1 else 'y'} · updated live · ranked by measured speedup; ⚠ marks a "
-                   "lossy entry (a relaxed rule, or an output that is not the target's own), with its drift.")
+                   "lossy entry (a relaxed rule, or an output that is not the target's own), with its drift; "
+                   "*timed* counts the measurements of a choice (identical entries share one); ★ marks yours.")
 
 
 def page() -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import pandas as pd
 import plotly.graph_objects as go
-import streamlit as st
 
 from ...classroom.challenge import Row
 from ...classroom.tally import Tally
@@ -33,25 +32,13 @@ def tally_figure(tally: Tally, answer: int | None = None) -> go.Figure:
     return fig
 
 
-LEADERBOARD_COLUMNS = {
-    "rank": st.column_config.TextColumn("rank", help="by measured speedup; ⚠ lossy: not the target's own output"),
-    "entry": st.column_config.TextColumn("entry", help="drafter · γ · tree of N nodes · verification rule"),
-    "speedup": st.column_config.NumberColumn("speedup", format="%.2f×", help="median of the timed pairs' ratios"),
-    "spread": st.column_config.TextColumn("measured", help="the speedup with its spread over the timed pairs"),
-    "tokens / round": st.column_config.NumberColumn("tokens / round", format="%.2f"),
-    "α": st.column_config.NumberColumn("α", format="%.2f", help="accepted ÷ drafted"),
-    "output": st.column_config.TextColumn("output", help="identical to the target alone, or how far it drifted"),
-    "entries": st.column_config.NumberColumn("entries", help="learners who entered this choice (no names)"),
-    "timed": st.column_config.NumberColumn("timed", help="measurements of this choice: identical entries share one"),
-    "yours": st.column_config.TextColumn("yours"),
-}
-
-
 def leaderboard_frame(rows: list[Row]) -> pd.DataFrame:
-    """One line per measured choice, ranked; a lossy line says so in its rank and shows its drift."""
+    """One line per measured choice, ranked, as text (a plain table projects well and reads the same everywhere);
+    a lossy line says so in its rank and shows its drift."""
     return pd.DataFrame(
-        [{"rank": r.rank_text(), "entry": r.result.choice.label(), "speedup": r.result.speedup,
-          "spread": r.result.spread, "tokens / round": r.result.tokens_per_round, "α": r.result.alpha,
+        [{"rank": r.rank_text(), "entry": r.result.choice.label(), "speedup (spread)": r.result.spread,
+          "tokens / round": f"{r.result.tokens_per_round:.2f}", "α": f"{r.result.alpha:.2f}",
           "output": ("⚠ " if r.lossy else "✔ ") + r.result.drift(), "entries": r.entries, "timed": r.measurements,
-          "yours": "★ yours" if r.yours else ""} for r in rows],
-        columns=list(LEADERBOARD_COLUMNS))
+          "yours": "★" if r.yours else ""} for r in rows],
+        columns=["rank", "entry", "speedup (spread)", "tokens / round", "α", "output", "entries", "timed", "yours"],
+    ).set_index("rank")
