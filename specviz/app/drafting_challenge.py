@@ -17,7 +17,7 @@ from . import class_state, controls, links, room, service
 from .views.class_views import leaderboard_frame
 
 DEFAULT_PROMPT = "Why does the Moon appear to change shape over the course of a month?"
-_NOTE = "challenge-note"  # what this session's last entry came to: (kind, text), shown until the next entry
+_NOTE = "challenge-note"  # what this session's last entry came to: (challenge id, kind, text), until the next one
 LINK = [
     links.Param("challenge-drafter", "drafter", choices=controls.draft_options),
     links.Param("challenge-gamma", "gamma", int, limits=(1, APP_MAX_GAMMA)),
@@ -73,25 +73,26 @@ def enter(now: Challenge, choice: Choice) -> None:
     kept = store.result(now.id, choice)
     if kept is not None:
         store.enter(now.id, me, kept, measured=False)
-        st.session_state[_NOTE] = ("info", f"**{choice.label()}** was already measured in this challenge "
+        st.session_state[_NOTE] = (now.id, "info", f"**{choice.label()}** was already measured in this challenge "
                                            f"({kept.spread}): your entry joins it, with no new run.")
         return
     comparison = service.measured_run(DEFAULT_TARGET, choice.drafter, now.prompt, choice.settings(now.tokens))
     shared = service.shared_label(comparison) is not None
     result = store.enter(now.id, me, Result.of(choice, comparison), measured=not shared)
     if result is None:
-        st.session_state[_NOTE] = ("warning", "The presenter closed the challenge while your run was measured: "
+        st.session_state[_NOTE] = (now.id, "warning", "The presenter closed the challenge while your run was measured: "
                                               "it was not entered.")
         return
     how = " (served from an identical run measured for another session)" if shared else ""
-    st.session_state[_NOTE] = ("success", f"Entered: **{choice.label()}**, {result.spread}{how}; output "
+    st.session_state[_NOTE] = (now.id, "success", f"Entered: **{choice.label()}**, {result.spread}{how}; output "
                                           f"{result.drift()}.")
 
 
-def last_note() -> None:
-    note = st.session_state.get(_NOTE)
-    if note:
-        getattr(st, note[0])(note[1])
+def last_note(now: Challenge) -> None:
+    """What this session's last entry in this challenge came to."""
+    cid, kind, text = st.session_state.get(_NOTE, (None, "", ""))
+    if cid == now.id:
+        getattr(st, kind)(text)
 
 
 @st.fragment(run_every=class_state.LIVE_S)
@@ -119,6 +120,9 @@ def page() -> None:
     """The whole page below its title: presenter tools, the challenge, the learner's entry, the board."""
     store = class_state.store()
     class_state.learner()  # the cookie that keeps this learner's entries across a reload
+    for param in LINK:  # keep the learner's picks through a run that does not draw them (no challenge open)
+        if param.key in st.session_state:
+            st.session_state[param.key] = st.session_state[param.key]
     now = store.challenge()
     if room.is_presenter() or not room.room_mode():
         presenter_panel(now)
@@ -138,5 +142,5 @@ def page() -> None:
                     enter(now, choice)
         else:
             st.info("This challenge is closed: the board below is final.", icon="🏁")
-        last_note()
+        last_note(now)
     leaderboard(now)

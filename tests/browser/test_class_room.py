@@ -173,6 +173,21 @@ def test_two_identical_entries_are_measured_once(browser, class_url):
         context.close()
 
 
+def test_a_learner_who_leaves_mid_run_does_not_block_the_line(browser, class_url):
+    host, presenter = open_challenge(browser, class_url)
+    leaver_context, leaver = open_page(browser, entry_link(class_url, "suffix", 3))
+    stayer_context, stayer = open_page(browser, entry_link(class_url, "ngram", 6))
+    run_entry(leaver)
+    expect(leaver.get_by_text(re.compile("^Timing suffix"))).to_be_visible(timeout=RUN)  # measuring now
+    run_entry(stayer)  # in the line behind it
+    leaver_context.close()  # the tab is gone mid-run: its job is given up
+    expect(stayer.get_by_text(re.compile("^Entered: "))).to_be_visible(timeout=RUN)
+    expect(stayer.locator('[data-testid="stTable"] tbody tr').filter(has_text="ngram · γ=6 · exact")).to_have_count(1)
+    no_exception(stayer)
+    stayer_context.close()
+    host.close()
+
+
 def test_a_hand_made_link_with_an_unknown_drafter_gets_a_message(browser, class_url):
     host, presenter = open_challenge(browser, class_url)
     context, page = open_page(browser, f"{class_url}/Challenge?drafter=gpt-9&gamma=99")
