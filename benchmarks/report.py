@@ -1,7 +1,23 @@
-"""The README's performance tables and plots, from `specviz bench` JSONL files.
+"""Every summary of `specviz bench` JSONL files: the README's tables and plots, per-drafter tables, trees against
+chains, and before → after.
 
     python benchmarks/report.py benchmarks/results/*.jsonl --plots docs/performance > benchmarks/results/README-table.md
+    python benchmarks/report.py drafters benchmarks/results/eval84-t128-g6-auto.jsonl
+    python benchmarks/report.py trees benchmarks/results/trees-eval14-n4-t128.jsonl [more.jsonl ...]
+    python benchmarks/report.py before-after BEFORE.jsonl AFTER.jsonl
 
+`drafters`: one table per drafter, one row per workload: prompts; α at draft positions 1, 2 and 3 (kept / drafted
+there, pooled over the workload's prompts as bench's position_reached and position_accepted count them: from
+position 2 on this is the chance that the draft and every one before it were kept, not the theory's conditional
+α); tokens per round; c; v (a verification forward in target steps); the measured speedup, mean and lowest; and
+how many outputs were identical to the target alone's.
+
+`trees`: files of `bench --tree-vs-chain` pair, per prompt and drafter, a tree of N nodes with the chain of γ = N
+(the same drafted tokens verified per round), timed against the same baseline: tokens per round and speedup.
+
+`before-after`: mean measured speedup by workload from two files of the same prompts.
+
+The default (no subcommand):
 Tables: per draft over all prompts and per workload category (α, mean accepted tokens, c, verify
 cost, measured speedup, the theory from the run's own α/γ/c/verify and their ratio, and, when the
 bench ran with --compare-hf, our tokens/s ÷ transformers' for the same drafter and γ, and our
@@ -46,14 +62,24 @@ def _median(rows: list[dict], key) -> float:
 
 
 def read_rows(paths: list[str]) -> list[dict]:
+    """Every run row of the files (bench's summary lines, which carry no speedup, are left out)."""
     rows = []
     for path in paths:
         with open(path, encoding="utf-8") as f:
             rows += [json.loads(line) for line in f if line.strip()]
-    return rows
+    return [r for r in rows if "speedup" in r]
+
+
+def by(rows: list[dict], key) -> dict:
+    """Rows grouped by key(row), in order of first appearance."""
+    groups: dict = defaultdict(list)
+    for r in rows:
+        groups[key(r)].append(r)
+    return groups
 
 
 def grouped(rows: list[dict]) -> dict[tuple[str, str], list[dict]]:
+    """Rows by (draft, "all") and by (draft, workload)."""
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for r in rows:
         groups[(r["draft"], "all")].append(r)
@@ -168,17 +194,114 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
-def main() -> None:
+# --- per drafter, by workload ------------------------------------------------------------------
+def alpha_at(rows: list[dict], position: int) -> str:
+    reached = sum(r["position_reached"][position] for r in rows if len(r.get("position_reached", [])) > position)
+    kept = sum(r["position_accepted"][position] for r in rows if len(r.get("position_accepted", [])) > position)
+    return f"{kept / reached:.2f}" if reached else "–"
+
+
+def drafter_line(name: str, rows: list[dict]) -> str:
+    speedups = [r["speedup"] for r in rows]
+    return (
+        f"| {name} | {len(rows)} | {alpha_at(rows, 0)} · {alpha_at(rows, 1)} · {alpha_at(rows, 2)} | "
+        f"{_mean(rows, 'mean_accepted_tokens'):.2f} | {_mean(rows, 'cost_ratio'):.3f} | "
+        f"{_mean(rows, 'verify_cost'):.2f} | "
+        f"**{statistics.fmean(speedups):.2f}×** (lowest {min(speedups):.2f}×) | "
+        f"{sum(bool(r['identical']) for r in rows)}/{len(rows)} |"
+    )
+
+
+def drafter_tables(rows: list[dict]) -> str:
+    out = []
+    for draft, mine in by(rows, lambda r: r["draft"]).items():
+        gammas = sorted({r["gamma"] for r in mine})
+        out += [
+            f"**{draft}** (γ {', '.join(map(str, gammas))}, {mine[0].get('max_new_tokens', '?')} new tokens, "
+            f"{mine[0].get('machine', '')})",
+            "",
+            "| workload | prompts | α at 1 · 2 · 3 | tokens / round | c | v | speedup | identical |",
+            "| --- | ---: | --- | ---: | ---: | ---: | --- | ---: |",
+        ]
+        categories = by(mine, lambda r: r.get("category", "?"))
+        out += [drafter_line(category, categories[category]) for category in sorted(categories)]
+        out += [drafter_line("all", mine), ""]
+    return "\n".join(out)
+
+
+# --- trees against chains ----------------------------------------------------------------------
+def trees_table(name: str, rows: list[dict]) -> str:
+    trees = [r for r in rows if r["tree_budget"]]
+    n = trees[0]["tree_budget"] if trees else 0
+    shape = trees[0]["shape"] if trees else ""
+    out = [
+        f"### {name}: {shape} against a chain of γ = {n} ({len({r['id'] for r in rows})} prompts, "
+        f"{rows[0]['max_new_tokens']} new tokens, {rows[0]['machine'].split(';')[0]})",
+        "",
+        "| drafter | workload | tokens/round chain | tokens/round tree | gain | speedup chain | speedup tree "
+        "| identical |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for draft, of_draft in by(rows, lambda r: r["draft"]).items():
+        categories = sorted({r["category"] for r in of_draft})
+        for category in categories + ["**all**"]:
+            mine = [r for r in of_draft if category == "**all**" or r["category"] == category]
+            chain = [r for r in mine if r["tree_budget"] == 0]
+            tree = [r for r in mine if r["tree_budget"] > 0]
+            if not chain or not tree:
+                continue
+            gain = _mean(tree, "mean_accepted_tokens") / _mean(chain, "mean_accepted_tokens") - 1
+            out.append(
+                f"| {draft} | {category} | {_mean(chain, 'mean_accepted_tokens'):.2f} | "
+                f"{_mean(tree, 'mean_accepted_tokens'):.2f} | {gain:+.0%} | {_mean(chain, 'speedup'):.2f}× | "
+                f"{_mean(tree, 'speedup'):.2f}× | {sum(r['identical'] for r in tree + chain)}/{len(tree + chain)} |"
+            )
+    return "\n".join(out + [""])
+
+
+# --- before → after ------------------------------------------------------------------------------
+def before_after_table(before: list[dict], after: list[dict]) -> str:
+    categories = sorted({r.get("category") or "-" for r in after})
+
+    def speedup(rows: list[dict], draft: str, category: str | None = None) -> str:
+        mine = [r["speedup"] for r in rows if r["draft"] == draft and category in (None, r.get("category") or "-")]
+        return f"{statistics.fmean(mine):.2f}" if mine else "–"
+
+    out = ["| drafter | " + " | ".join(categories) + " | mean | identical (before, after) |",
+           "|---|" + "---|" * (len(categories) + 2)]
+    for d in dict.fromkeys(r["draft"] for r in after):
+        cells = [f"{speedup(before, d, c)} → {speedup(after, d, c)}" for c in categories]
+        n = sum(r["draft"] == d for r in after)
+        same = [sum(r["identical"] for r in t if r["draft"] == d) for t in (before, after)]
+        out.append(f"| {d} | " + " | ".join(cells) + f" | **{speedup(before, d)} → {speedup(after, d)}** "
+                   f"| {same[0]}/{n}, {same[1]}/{n} |")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    command = argv[0] if argv and argv[0] in ("drafters", "trees", "before-after") else None
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results", nargs="+", help="JSONL files written by `python -m specviz bench --out`")
-    ap.add_argument("--plots", help="folder for the PNG plots")
-    args = ap.parse_args()
-    rows = read_rows(args.results)
-    print(settings_line(rows) + "\n")
-    print(table(rows))
-    if args.plots:
-        for path in plots(rows, Path(args.plots)):
-            print(f"\n![{path.stem}]({path})")
+    if command is None:
+        ap.add_argument("--plots", help="folder for the PNG plots")
+    args = ap.parse_args(argv[1:] if command else argv)
+    if command == "drafters":
+        print(drafter_tables(read_rows(args.results)))
+    elif command == "trees":
+        for path in args.results:
+            print(trees_table(Path(path).name, read_rows([path])))
+    elif command == "before-after":
+        if len(args.results) != 2:
+            ap.error("before-after takes two files: BEFORE.jsonl AFTER.jsonl")
+        print(before_after_table(read_rows(args.results[:1]), read_rows(args.results[1:])))
+    else:
+        rows = read_rows(args.results)
+        print(settings_line(rows) + "\n")
+        print(table(rows))
+        if args.plots:
+            for path in plots(rows, Path(args.plots)):
+                print(f"\n![{path.stem}]({path})")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ python -m specviz bench --prompts eval --per-category 2 --max-new-tokens 128 --d
 python -m specviz bench --prompts eval --per-category 2 --max-new-tokens 128 --draft smol-head-8k \
     --draft ngram+smol-head-8k --draft ngram --gamma 8 --tree-budget 8 --tree-branching 2 --tree-vs-chain \
     --out "$out/trees-eval14-n8-t128.jsonl" | tee "$out/trees-n8.txt"
-python benchmarks/trees_report.py "$out"/trees-eval14-n4-t128.jsonl "$out"/trees-eval14-n8-t128.jsonl > "$out/trees.md"
+python benchmarks/report.py trees "$out"/trees-eval14-n4-t128.jsonl "$out"/trees-eval14-n8-t128.jsonl > "$out/trees.md"
 # 4. recording overhead and where the time goes.
 python benchmarks/overhead.py --draft ngram --draft smol-draft-1l128 --prompts eval --per-category 1 \
     --max-new-tokens 128 --repeats 3 --out "$out/overhead.jsonl" | tee "$out/overhead.txt"

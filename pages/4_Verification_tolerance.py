@@ -4,7 +4,7 @@ import numpy as np
 import streamlit as st
 
 from specviz.app import controls, links, room, service
-from specviz.app.views import theory_charts, tokens
+from specviz.app.views import tokens, tolerance_charts
 from specviz.lab import quality
 from specviz.records import token_agreement
 
@@ -143,8 +143,8 @@ for column, (label, value, help_text) in zip(
     column.metric(label, value, help=help_text)
 
 left, right = st.columns(2)
-left.plotly_chart(theory_charts.speedup_vs_tolerance_figure(sweep), key="tol-speed")
-right.plotly_chart(theory_charts.quality_vs_tolerance_figure(sweep), key="tol-quality")
+left.plotly_chart(tolerance_charts.speedup_vs_tolerance_figure(sweep), key="tol-speed")
+right.plotly_chart(tolerance_charts.quality_vs_tolerance_figure(sweep), key="tol-quality")
 
 
 @st.fragment
@@ -152,17 +152,17 @@ def tradeoff():
     """Speed against one quality measure; switching the measure redraws this chart only."""
     metric = st.radio(
         "Quality measure",
-        list(theory_charts.QUALITY_METRICS),
+        list(tolerance_charts.QUALITY_METRICS),
         horizontal=True,
         key="tol-metric",
         index=0 if sweep.greedy else 3,
-        format_func=theory_charts.QUALITY_METRICS.get,
+        format_func=tolerance_charts.QUALITY_METRICS.get,
     )
-    st.plotly_chart(theory_charts.speedup_quality_figure(sweep, metric), key="tol-tradeoff")
+    st.plotly_chart(tolerance_charts.speedup_quality_figure(sweep, metric), key="tol-tradeoff")
 
 
 tradeoff()
-st.dataframe(theory_charts.sweep_table(sweep), hide_index=True)
+st.dataframe(tolerance_charts.sweep_table(sweep), hide_index=True)
 
 if state.get("tol-sweep-cat") in quality.CHECKABLE:
     st.subheader("Task quality: the final answer")

@@ -69,11 +69,6 @@ def target_forward(target: LoadedModel, forward_input: torch.Tensor, cache: Dyna
     return outputs.hidden_states[-1][0], LazyLogits.ready(outputs.logits[0, :, :vocab]) if head else None
 
 
-def target_logits(target: LoadedModel, forward_input: torch.Tensor, cache: DynamicCache) -> LazyLogits:
-    """One target forward over [last committed token, drafts], extending the cache; the head runs lazily."""
-    return target_forward(target, forward_input, cache)[1]
-
-
 @torch.inference_mode()
 def generate(
     target: LoadedModel,

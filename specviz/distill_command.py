@@ -15,7 +15,8 @@ from .drafters.head_net import is_head
 from .errors import SpecVizError
 from .models import load_model
 from .training.distill import DistillConfig, distill, evaluate_drafts
-from .training.train_head import HeadConfig, _label, evaluate_head, train_head
+from .training.head_eval import evaluate_head, label
+from .training.train_head import HeadConfig, train_head
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -216,7 +217,7 @@ def run_head(args) -> int:
     for name, e in results.items():
         f = e["all"]
         print(
-            f"{_label(name):<28} {f['alpha']:>6.3f} {f['mean_accepted_tokens']:>9.2f} "
+            f"{label(name):<28} {f['alpha']:>6.3f} {f['mean_accepted_tokens']:>9.2f} "
             f"{f['c']:>6.3f} {f['speedup']:>7.2f}x {f['identical']:>5}/{f['prompts']}"
         )
     return 0

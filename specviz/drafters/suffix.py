@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from ..config import Sampling
+from ..config import MAX_TREE_BUDGET, Sampling
 from .base import Drafter, Proposal, Reason
 from .costs import Costs
 from .suffix_index import LocalIndex, Match, SuffixCorpus
@@ -128,7 +128,7 @@ class SuffixDrafter(Drafter):
 
     def draft(self, context, k, sampling: Sampling, generator) -> Proposal:
         self.local.extend(context[0, len(self.local.tokens) :].tolist())
-        budget = min(self.tree.budget, 64) if self.tree.on else k
+        budget = min(self.tree.budget, MAX_TREE_BUDGET) if self.tree.on else k
         branching = self.tree.branching if self.tree.on else 1
         tokens, parents = [], []
         if k > 0:
@@ -220,13 +220,6 @@ def template_tokens(tokenizer) -> frozenset[int]:
     """
     eos = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
     return frozenset(i for i in getattr(tokenizer, "all_special_ids", []) if i not in eos)
-
-
-def _depth(parents: list[int], node: int) -> int:
-    depth = 0
-    while node != -1:
-        node, depth = parents[node], depth + 1
-    return depth
 
 
 @functools.lru_cache(maxsize=8)

@@ -7,7 +7,7 @@ import torch
 from transformers import DynamicCache
 
 from specviz.config import Decoding, Sampling, Verification
-from specviz.decode import generate, target_logits
+from specviz.decode import generate, target_forward
 from specviz.verify import LazyLogits, verify
 
 from tiny import VOCAB
@@ -26,7 +26,7 @@ def test_lazy_rows_equal_the_full_forward(target):
     ids, cache = forward_input(target, [3, 4, 5, 6], [7, 8, 9])
     with torch.no_grad():
         full = target.model(torch.tensor([[3, 4, 5, 6, 7, 8, 9]])).logits[0, 3:, :VOCAB]
-        lazy = target_logits(target, ids, cache)
+        lazy = target_forward(target, ids, cache)[1]
         first = lazy.upto(1)
         assert lazy.computed.shape[0] == 1, "only the first row is computed until more are asked for"
         rows = lazy.upto(4)
@@ -38,7 +38,7 @@ def test_other_architectures_get_the_whole_forward(target, monkeypatch):
     monkeypatch.setattr(target.model.config, "model_type", "gemma2")  # soft-capped logits: no lazy head
     ids, cache = forward_input(target, [3, 4, 5, 6], [7, 8])
     with torch.no_grad():
-        logits = target_logits(target, ids, cache)
+        logits = target_forward(target, ids, cache)[1]
     assert logits.computed.shape[0] == 3
 
 
@@ -76,7 +76,7 @@ def test_a_small_forward_reads_the_heads_weights_once(target, monkeypatch):
         ids, cache = forward_input(target, [3, 4, 5, 6], [7, 8, 9])
         passes.clear()  # the prefill's own head
         with torch.no_grad():
-            logits = target_logits(target, ids, cache)
+            logits = target_forward(target, ids, cache)[1]
             logits.upto(1)
             logits.rows([2])
             logits.upto(4)
@@ -85,7 +85,7 @@ def test_a_small_forward_reads_the_heads_weights_once(target, monkeypatch):
         ids, cache = forward_input(target, [3, 4, 5, 6], [7, 8, 9])
         passes.clear()
         with torch.no_grad():
-            logits = target_logits(target, ids, cache)
+            logits = target_forward(target, ids, cache)[1]
             logits.upto(1)
             logits.upto(4)
         assert passes == [1, 3]

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from specviz.cli import _contexts
+from specviz.cli_args import context_list
 from specviz.lab.verify_cost import (
     VERIFY_COST_FILE,
     at_context,
@@ -50,4 +50,4 @@ def test_the_shipped_measurement_covers_several_contexts():
 @pytest.mark.parametrize("text", ["", "12,abc", "128,1"])
 def test_bad_context_lists_are_refused_in_one_line(text):
     with pytest.raises(argparse.ArgumentTypeError):
-        _contexts(text)
+        context_list(text)

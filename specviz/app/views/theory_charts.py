@@ -1,18 +1,17 @@
-"""Charts of the speed models: the standard model's curves, and the measured speed/quality trade-off.
+"""Charts of the speed models: the standard model's curves, measured runs on them, and token trees' costs.
 
 Notation: α (`alpha`) = acceptance rate, γ (`gamma`) = draft length, c = draft/target cost ratio,
 v = cost of one verification forward in target steps (1 in the paper's model).
 
-The theory figures draw `specviz.theory` and place measured comparisons on its curves; the
-trade-off figures draw a relaxed-verification `Sweep` from `specviz.lab.quality`. Nothing here calls
-a model, so every figure is cheap to redraw.
+The figures draw `specviz.theory` and place measured comparisons on its curves (the relaxed-verification
+trade-off is drawn in `tolerance_charts`). Nothing here calls a model, so every figure is cheap to redraw.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping
+from typing import Mapping
 
 import numpy as np
 import pandas as pd
@@ -24,16 +23,13 @@ from ...records import ACCEPTED, BONUS, REJECTED, RESAMPLED
 from .charts import P_COLOUR, Q_COLOUR
 from .tokens import COLOURS
 
-if TYPE_CHECKING:  # the theory page draws without importing the model stack
-    from ...lab.quality import Sweep
-
 MAX_GAMMA = 32  # the speedup-vs-γ curve and optimal_gamma look this far
 HEATMAP_GAMMA = 16
 OPTIMUM_COLOUR, CHOSEN_COLOUR, MEASURED_COLOUR = COLOURS[BONUS], COLOURS[RESAMPLED], COLOURS[ACCEPTED]
 EXACT_COLOUR = COLOURS[REJECTED]
 
 
-def _layout(fig: go.Figure, title: str, x: str, y: str, height: int = 360) -> go.Figure:
+def chart_layout(fig: go.Figure, title: str, x: str, y: str, height: int = 360) -> go.Figure:
     fig.update_layout(title=title, xaxis_title=x, yaxis_title=y, height=height, margin=dict(l=40, r=20, t=50, b=40),
                       legend=dict(orientation="h", y=-0.25))
     return fig
@@ -87,7 +83,7 @@ def speedup_vs_gamma_figure(
         y=1, line_dash="dash", line_color=Q_COLOUR, annotation_text="target alone", annotation_position="bottom right"
     )
     fig.update_yaxes(rangemode="tozero")
-    return _layout(fig, "Expected speedup vs draft length γ", "draft length γ", "speedup (×)", height=400)
+    return chart_layout(fig, "Expected speedup vs draft length γ", "draft length γ", "speedup (×)", height=400)
 
 
 def speedup_heatmap(c: float, v: float, alpha: float | None = None, gamma: int | None = None) -> go.Figure:
@@ -123,7 +119,7 @@ def speedup_heatmap(c: float, v: float, alpha: float | None = None, gamma: int |
             name="chosen α, γ",
             marker=dict(symbol="x", size=14, color=CHOSEN_COLOUR, line=dict(width=2, color="#111")),
         )
-    return _layout(
+    return chart_layout(
         fig, f"Expected speedup over α and γ (c={c:.3g}, v={v:.2g})", "draft length γ", "acceptance rate α", height=400
     )
 
@@ -273,139 +269,6 @@ def pairs_figure(values: Mapping) -> go.Figure | None:
         margin={"t": 50, "b": 40},
     )
     return fig
-
-
-# --- the speed/quality trade-off of relaxed verification -------------------------------------
-QUALITY_METRICS = {  # column of Sweep.frame() -> axis title
-    "agreement": "token agreement with exact",
-    "bleu": "BLEU vs exact (0-100)",
-    "rouge_l": "ROUGE-L F1 vs exact",
-    "log_likelihood": "target log-likelihood per token",
-}
-
-
-def _parameter_title(sweep: Sweep) -> str:
-    return f"tolerance τ (nats, top-{sweep.top_k})" if sweep.greedy else "lenience l (1 = exact; lower accepts more)"
-
-
-def speedup_vs_tolerance_figure(sweep: Sweep) -> go.Figure:
-    """Measured speedup and α at each tolerance, with the exact reference as dashed lines."""
-    frame = sweep.frame().iloc[1:]
-    ref = sweep.reference
-    fig = go.Figure()
-    fig.add_scatter(
-        x=frame["value"],
-        y=frame["speedup"],
-        mode="lines+markers",
-        name="speedup (measured)",
-        line=dict(color=P_COLOUR),
-        marker=dict(symbol="circle", size=9),
-    )
-    fig.add_scatter(
-        x=frame["value"],
-        y=frame["alpha"],
-        mode="lines+markers",
-        name="α (acceptance)",
-        yaxis="y2",
-        line=dict(color=MEASURED_COLOUR, dash="dot"),
-        marker=dict(symbol="triangle-up", size=9),
-    )
-    fig.add_hline(
-        y=ref.speedup,
-        line_dash="dash",
-        line_color=EXACT_COLOUR,
-        annotation_text=f"exact: {ref.speedup:.2f}×, α={ref.alpha:.2f}",
-        annotation_position="top left",
-    )
-    fig.update_layout(
-        yaxis=dict(rangemode="tozero"), yaxis2=dict(overlaying="y", side="right", title="α", range=[0, 1.05])
-    )
-    if not sweep.greedy:
-        fig.update_xaxes(autorange="reversed")
-    return _layout(fig, "Speed: relaxing verification", _parameter_title(sweep), "speedup (×)")
-
-
-def quality_vs_tolerance_figure(sweep: Sweep) -> go.Figure:
-    """Agreement, BLEU/100 and ROUGE-L on [0, 1]; log-likelihood on its own axis, exact dashed."""
-    frame = sweep.frame().iloc[1:]
-    ref = sweep.reference
-    fig = go.Figure()
-    styles = {"agreement": ("circle", "#1b9e77"), "bleu": ("square", "#7570b3"), "rouge_l": ("diamond", "#e7298a")}
-    for column, (symbol, colour) in styles.items():
-        scale = 100 if column == "bleu" else 1
-        fig.add_scatter(
-            x=frame["value"],
-            y=frame[column] / scale,
-            mode="lines+markers",
-            marker=dict(symbol=symbol, size=9),
-            line=dict(color=colour),
-            name="BLEU / 100" if column == "bleu" else QUALITY_METRICS[column],
-        )
-    fig.add_scatter(
-        x=frame["value"],
-        y=frame["log_likelihood"],
-        mode="lines+markers",
-        yaxis="y2",
-        name="log-likelihood (right axis)",
-        line=dict(color=P_COLOUR, dash="dot"),
-        marker=dict(symbol="x", size=9),
-    )
-    fig.add_hline(
-        y=ref.quality.log_likelihood,
-        yref="y2",
-        line_dash="dash",
-        line_color=EXACT_COLOUR,
-        annotation_text=f"exact log-likelihood {ref.quality.log_likelihood:.2f}",
-        annotation_position="bottom right",
-    )
-    fig.update_layout(
-        yaxis=dict(range=[0, 1.05]), yaxis2=dict(overlaying="y", side="right", title="mean log p per token")
-    )
-    if not sweep.greedy:
-        fig.update_xaxes(autorange="reversed")
-    return _layout(fig, "Quality: drift from the exact output", _parameter_title(sweep), "score (1 = same as exact)")
-
-
-def speedup_quality_figure(sweep: Sweep, metric: str = "bleu") -> go.Figure:
-    """Speedup against one quality metric: each tolerance a point, exact mode the reference star."""
-    frame = sweep.frame()
-    ref, points = frame.iloc[:1], frame.iloc[1:]
-    fig = go.Figure()
-    fig.add_scatter(
-        x=points[metric],
-        y=points["speedup"],
-        mode="markers+text",
-        text=points["rule"],
-        textposition="top center",
-        name="relaxed",
-        marker=dict(symbol="circle", size=10, color=P_COLOUR),
-    )
-    fig.add_scatter(
-        x=ref[metric],
-        y=ref["speedup"],
-        mode="markers+text",
-        text=["exact (reference)"],
-        textposition="bottom center",
-        name="exact (reference)",
-        marker=dict(symbol="star", size=18, color=EXACT_COLOUR, line=dict(width=1, color="#222")),
-    )
-    fig.add_hline(y=1, line_dash="dash", line_color=Q_COLOUR)
-    return _layout(fig, "Speed vs quality", QUALITY_METRICS[metric], "speedup (×)")
-
-
-def sweep_table(sweep: Sweep) -> pd.DataFrame:
-    """The sweep's rows under readable column names."""
-    return sweep.frame().rename(
-        columns={
-            "value": "τ" if sweep.greedy else "lenience",
-            "alpha": "α",
-            "mean_accepted": "tokens / round",
-            "speedup": "speedup (×)",
-            "bleu": "BLEU",
-            "rouge_l": "ROUGE-L",
-            "log_likelihood": "log-likelihood",
-        }
-    )
 
 
 # --- token trees -------------------------------------------------------------------------------

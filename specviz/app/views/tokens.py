@@ -39,7 +39,6 @@ CSS = """
 .sv-bonus::after {content: "+"; font-size: 0.7em; vertical-align: super;}
 .sv-target {background: #e8e8e8; color: #222;}
 .sv-drafted {background: #fff; color: #555; border: 1px dashed #8c8c8c;}
-.sv-prompt {color: #777;}
 .sv-legend span.sv-tok {margin-right: 0.8rem;}
 .sv-timeline {border-collapse: collapse; width: 100%;}
 .sv-timeline td {border-bottom: 1px solid #eee; padding: 4px 6px; vertical-align: top;}
@@ -72,7 +71,7 @@ def _hover(r: Round, i: int, status: str) -> str:
     return f"{DESCRIPTIONS[status]} · round {r.index + 1} · p (target) = {r.next_p:.3f}"
 
 
-def round_spans(r: Round, show_rejected: bool = True, upto_emitted: bool = True) -> list[str]:
+def round_spans(r: Round, upto_emitted: bool = True) -> list[str]:
     """Spans of one round: accepted drafts, rejected drafts (struck), then the next token.
 
     With upto_emitted, tokens cut by EOS or max-new-tokens are left out, as in the output.
@@ -80,8 +79,6 @@ def round_spans(r: Round, show_rejected: bool = True, upto_emitted: bool = True)
     spans = []
     budget = r.emitted if upto_emitted else len(r.drafted) + 1
     for i, (_, text, status) in enumerate(r.statuses()):
-        if status == REJECTED and not show_rejected:
-            continue
         if status != REJECTED:
             if budget <= 0:
                 continue
@@ -90,12 +87,11 @@ def round_spans(r: Round, show_rejected: bool = True, upto_emitted: bool = True)
     return spans
 
 
-def output_html(run: Run, upto_round: int | None = None, show_rejected: bool = True, show_prompt: bool = False) -> str:
+def output_html(run: Run, upto_round: int | None = None) -> str:
     """The output text with every token coloured by status, optionally only up to one round."""
     rounds = run.rounds if upto_round is None else run.rounds[: upto_round + 1]
-    body = "".join("".join(round_spans(r, show_rejected)) for r in rounds)
-    prompt = f'<span class="sv-prompt">{html.escape(run.prompt)}</span>\n\n' if show_prompt else ""
-    return f'{CSS}<div class="sv-text">{prompt}{body}</div>'
+    body = "".join("".join(round_spans(r)) for r in rounds)
+    return f'{CSS}<div class="sv-text">{body}</div>'
 
 
 def legend_html(statuses=(ACCEPTED, REJECTED, RESAMPLED, BONUS, TARGET)) -> str:
@@ -108,7 +104,7 @@ def timeline_html(run: Run, upto_round: int | None = None) -> str:
     rows = []
     rounds = run.rounds if upto_round is None else run.rounds[: upto_round + 1]
     for r in rounds:
-        spans = "".join(round_spans(r, show_rejected=True, upto_emitted=False))
+        spans = "".join(round_spans(r, upto_emitted=False))
         meta = (
             f"γ={r.gamma} · {r.n_accepted}/{len(r.drafted)} kept · {1000 * (r.draft_seconds + r.verify_seconds):.0f} ms"
         )
