@@ -75,7 +75,8 @@ def learners(browser, n: int, url: str) -> list:
         context.add_init_script(WATCH)
         context.add_init_script(STILL)
         page = context.new_page()
-        page.goto(url)
+        page.set_default_navigation_timeout(300_000)
+        page.goto(url, wait_until="domcontentloaded")
         pages.append(page)
     for page in pages:
         wait_idle(page, timeout=300_000)
@@ -97,8 +98,15 @@ def answers_case(browser, url: str, n: int, store: Path) -> dict:
     options = ["ngram", "suffix", "smol-head-8k"]
     for i, page in enumerate(pages):  # pick first, everywhere; then every Submit at once
         page.locator('[data-testid="stRadio"]').get_by_text(options[i % 3], exact=True).click()
-    for page in pages:
-        expect(page.get_by_role("button", name="Submit prediction")).to_be_enabled(timeout=60_000)
+    for i, page in enumerate(pages):  # a click that lands while the page redraws can be lost: pick again
+        submit = page.get_by_role("button", name="Submit prediction")
+        for _ in range(5):
+            try:
+                expect(submit).to_be_enabled(timeout=10_000)
+                break
+            except AssertionError:
+                page.locator('[data-testid="stRadio"]').get_by_text(options[i % 3], exact=True).click()
+        expect(submit).to_be_enabled(timeout=60_000)
     started = time.time()
     for page in pages:
         page.get_by_role("button", name="Submit prediction").click()

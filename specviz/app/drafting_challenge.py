@@ -3,7 +3,7 @@
 An entry is measured like every run of the app: `service.measured_run` puts it in the one line (a waiting learner
 sees its place), an identical run being measured is joined, and a choice already measured in this challenge is
 not run again at all. The result goes to the class store (`class_state`), which keeps the leaderboard across
-reloads and restarts; the board on every screen reads it again every second.
+reloads and restarts; the board on every screen reads it again every two seconds.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def last_note(now: Challenge) -> None:
 
 @st.fragment(run_every=class_state.LIVE_S)
 def leaderboard(shown: Challenge | None) -> None:
-    """The board, read again every second; the page is redrawn when a challenge opens or closes."""
+    """The board, read again every few seconds; the page is redrawn when a challenge opens or closes."""
     store = class_state.store()
     now = store.challenge()
     if (now is None) != (shown is None) or (now is not None and (now.id, now.open) != (shown.id, shown.open)):

@@ -21,6 +21,15 @@ RUN = 300_000  # an entry measured in the line, the worker's start included
 DRAFT_CHOICE = 9  # the lesson step "Which drafter was fastest here?" (ngram … suffix)
 
 
+@pytest.fixture
+def contexts():
+    """Every browser context a test opens, closed after it whatever happened (a page left open keeps polling)."""
+    opened = []
+    yield opened
+    for context in opened:
+        context.close()
+
+
 @pytest.fixture(scope="module")
 def class_url(tmp_path_factory):
     store = tmp_path_factory.mktemp("class") / "class.sqlite3"
@@ -29,10 +38,13 @@ def class_url(tmp_path_factory):
         yield url
 
 
-def open_page(browser, url, idle=True):
+def open_page(browser, url, idle=True, opened=None):
     context = browser.new_context(viewport=VIEW)
+    if opened is not None:
+        opened.append(context)
     page = context.new_page()
-    page.goto(url)
+    page.set_default_navigation_timeout(120_000)  # a room's server on 2 busy cores, its worker measuring
+    page.goto(url, wait_until="domcontentloaded")
     if idle:
         wait_idle(page)
     return context, page
@@ -44,19 +56,27 @@ def no_exception(*pages):
 
 
 def answer(page, option: str) -> None:
-    page.locator('[data-testid="stRadio"]').get_by_text(option, exact=True).click()
+    """Pick an option and submit it. A click that lands while the page redraws can be lost: pick again until the
+    submit button takes it."""
     submit = page.get_by_role("button", name=re.compile("Submit prediction|Change my answer"))
+    for _ in range(5):
+        page.locator('[data-testid="stRadio"]').get_by_text(option, exact=True).click()
+        try:
+            expect(submit).to_be_enabled(timeout=5_000)
+            break
+        except AssertionError:
+            continue
     expect(submit).to_be_enabled()
     submit.click()
     expect(page.get_by_text(f"Counted: {option}.")).to_be_visible(timeout=LIVE)
 
 
-def test_three_learners_answer_and_the_presenter_sees_the_tally_before_the_reveal(browser, class_url):
+def test_three_learners_answer_and_the_presenter_sees_the_tally_before_the_reveal(browser, class_url, contexts):
     lesson = f"{class_url}/Lesson?step={DRAFT_CHOICE}"
-    host, presenter = open_page(browser, f"{lesson}&presenter={KEY}")
+    host, presenter = open_page(browser, f"{lesson}&presenter={KEY}", opened=contexts)
     expect(presenter.get_by_text("Presenting.")).to_be_visible()
     expect(presenter.get_by_text("0 answers so far")).to_be_visible(timeout=LIVE)
-    learners = [open_page(browser, lesson) for _ in range(3)]
+    learners = [open_page(browser, lesson, opened=contexts) for _ in range(3)]
     for (_, page), option in zip(learners, ("ngram", "ngram", "layerskip:8")):
         expect(page.get_by_text("Predict first — the whole room.")).to_be_visible()
         answer(page, option)
@@ -89,8 +109,6 @@ def test_three_learners_answer_and_the_presenter_sees_the_tally_before_the_revea
     presenter.get_by_role("button", name="Reset this question").click()  # asked afresh
     expect(presenter.get_by_text("0 answers so far")).to_be_visible(timeout=LIVE)
     expect(first.get_by_role("button", name="Submit prediction")).to_be_visible(timeout=LIVE)
-    for context, _ in [*learners, (host, None)]:
-        context.close()
 
 
 def board_rows(page) -> list[list[str]]:
@@ -102,8 +120,8 @@ def entry_link(url: str, drafter: str, gamma: int, rule: str = "exact") -> str:
     return f"{url}/Challenge?drafter={quote(drafter)}&gamma={gamma}&tree=0&rule={quote(rule)}"
 
 
-def open_challenge(browser, url):
-    host, presenter = open_page(browser, f"{url}/Challenge?presenter={KEY}")
+def open_challenge(browser, url, opened):
+    host, presenter = open_page(browser, f"{url}/Challenge?presenter={KEY}", opened=opened)
     press(presenter, "New tokens per entry", "Home")  # 16
     presenter.get_by_role("button", name="Open a new challenge").click()
     expect(presenter.get_by_text(re.compile(r"^Challenge \d+: continue this prompt for 16 new tokens$"))).to_be_visible(
@@ -115,15 +133,15 @@ def run_entry(page) -> None:
     page.get_by_role("button", name="Run my entry").click()
 
 
-def test_a_challenge_ranks_three_entries_and_a_fourth_session_sees_them(browser, class_url):
-    host, presenter = open_challenge(browser, class_url)
+def test_a_challenge_ranks_three_entries_and_a_fourth_session_sees_them(browser, class_url, contexts):
+    host, presenter = open_challenge(browser, class_url, contexts)
     choices = [("ngram", 4, "exact"), ("suffix", 4, "exact"), ("ngram", 4, "relaxed τ=2")]
-    learners = [open_page(browser, entry_link(class_url, *c)) for c in choices]
+    learners = [open_page(browser, entry_link(class_url, *c), opened=contexts) for c in choices]
     for _, page in learners:
         run_entry(page)
     for _, page in learners:
         expect(page.get_by_text(re.compile("^Entered: "))).to_be_visible(timeout=RUN)
-    fourth_context, fourth = open_page(browser, f"{class_url}/Challenge")
+    fourth_context, fourth = open_page(browser, f"{class_url}/Challenge", opened=contexts)
     expect(fourth.locator('[data-testid="stTable"] tbody tr')).to_have_count(3, timeout=LIVE)
     rows = board_rows(fourth)
     labels = {f"{d} · γ={g} · {r}" for d, g, r in choices}
@@ -148,13 +166,11 @@ def test_a_challenge_ranks_three_entries_and_a_fourth_session_sees_them(browser,
     csv = open(info.value.path(), encoding="utf-8").read().splitlines()
     assert csv[0].startswith("rank,lossy,drafter,gamma") and len(csv) == 4
     no_exception(presenter, fourth, *(page for _, page in learners))
-    for context, _ in [*learners, (host, None), (fourth_context, None)]:
-        context.close()
 
 
-def test_two_identical_entries_are_measured_once(browser, class_url):
-    host, presenter = open_challenge(browser, class_url)
-    twins = [open_page(browser, entry_link(class_url, "ngram", 2)) for _ in range(2)]
+def test_two_identical_entries_are_measured_once(browser, class_url, contexts):
+    host, presenter = open_challenge(browser, class_url, contexts)
+    twins = [open_page(browser, entry_link(class_url, "ngram", 2), opened=contexts) for _ in range(2)]
     for _, page in twins:  # both presses before either run ends
         run_entry(page)
     for _, page in twins:
@@ -169,14 +185,12 @@ def test_two_identical_entries_are_measured_once(browser, class_url):
               for _, p in twins]
     assert sorted(shared) == [0, 1]  # one measured it, the other was served that measurement
     no_exception(presenter, *(p for _, p in twins))
-    for context, _ in [*twins, (host, None)]:
-        context.close()
 
 
-def test_a_learner_who_leaves_mid_run_does_not_block_the_line(browser, class_url):
-    host, presenter = open_challenge(browser, class_url)
-    leaver_context, leaver = open_page(browser, entry_link(class_url, "suffix", 3))
-    stayer_context, stayer = open_page(browser, entry_link(class_url, "ngram", 6))
+def test_a_learner_who_leaves_mid_run_does_not_block_the_line(browser, class_url, contexts):
+    host, presenter = open_challenge(browser, class_url, contexts)
+    leaver_context, leaver = open_page(browser, entry_link(class_url, "suffix", 3), opened=contexts)
+    stayer_context, stayer = open_page(browser, entry_link(class_url, "ngram", 6), opened=contexts)
     run_entry(leaver)
     expect(leaver.get_by_text(re.compile("^Timing suffix"))).to_be_visible(timeout=RUN)  # measuring now
     run_entry(stayer)  # in the line behind it
@@ -184,15 +198,11 @@ def test_a_learner_who_leaves_mid_run_does_not_block_the_line(browser, class_url
     expect(stayer.get_by_text(re.compile("^Entered: "))).to_be_visible(timeout=RUN)
     expect(stayer.locator('[data-testid="stTable"] tbody tr').filter(has_text="ngram · γ=6 · exact")).to_have_count(1)
     no_exception(stayer)
-    stayer_context.close()
-    host.close()
 
 
-def test_a_hand_made_link_with_an_unknown_drafter_gets_a_message(browser, class_url):
-    host, presenter = open_challenge(browser, class_url)
-    context, page = open_page(browser, f"{class_url}/Challenge?drafter=gpt-9&gamma=99")
+def test_a_hand_made_link_with_an_unknown_drafter_gets_a_message(browser, class_url, contexts):
+    host, presenter = open_challenge(browser, class_url, contexts)
+    context, page = open_page(browser, f"{class_url}/Challenge?drafter=gpt-9&gamma=99", opened=contexts)
     expect(page.get_by_text(re.compile("drafter: 'gpt-9' is not offered here"))).to_be_visible()
     expect(page.get_by_text(re.compile("gamma: '99' is outside 1 to 16"))).to_be_visible()
     no_exception(page)
-    context.close()
-    host.close()

@@ -11,11 +11,23 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ...classroom.tally import Tally
 from ...lesson.question import Question, Score
 from .. import class_state, room
 from ..views.class_views import tally_figure
 
 _LATE = "_class-late"  # a learner's answer arrived after the reveal
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def _chart(options: tuple[str, ...], counts: tuple[int, ...], answer: int | None) -> dict:
+    """The tally's chart, built once per state of the counts: every open page redraws it every few seconds, and a
+    Plotly figure costs far more to build than to send."""
+    return tally_figure(Tally(options, counts), answer).to_dict()
+
+
+def _figure(tally: Tally, answer: int | None) -> dict:
+    return _chart(tally.options, tally.counts, answer)
 
 
 def predict_in_room(question: Question, n: int, score: Score) -> bool:
@@ -33,7 +45,7 @@ def _presenter(question: Question) -> bool:
     revealed = store.revealed(qid)
     if revealed:
         tally = store.tally(qid, question.options)
-        st.plotly_chart(tally_figure(tally, question.answer), key=f"class-tally-{qid}")
+        st.plotly_chart(_figure(tally, question.answer), key=f"class-tally-{qid}")
         st.success(tally.text(question.answer) + f" {question.explain}", icon="📊")
     else:
         _live_tally(question, revealed=False, answered=True)
@@ -82,7 +94,8 @@ def _learner(question: Question, n: int, score: Score) -> bool:
 
 @st.fragment(run_every=class_state.LIVE_S)
 def _live_tally(question: Question, revealed: bool, answered: bool) -> None:
-    """The room's tally, read again every second; the whole page is redrawn when the presenter reveals or resets."""
+    """The room's tally, read again every few seconds; the whole page is redrawn when the presenter reveals or
+    resets."""
     store, qid = class_state.store(), question.qid
     if store.revealed(qid) != revealed:
         st.rerun()
@@ -92,7 +105,7 @@ def _live_tally(question: Question, revealed: bool, answered: bool) -> None:
         st.caption("The room's tally shows once you have answered; the verdict once the presenter reveals it.")
         return
     tally = store.tally(qid, question.options)
-    st.plotly_chart(tally_figure(tally, question.answer if revealed else None), key=f"class-tally-{qid}")
+    st.plotly_chart(_figure(tally, question.answer if revealed else None), key=f"class-tally-{qid}")
     if revealed and not room.is_presenter():
         st.caption(tally.text(question.answer))
     elif not revealed:
