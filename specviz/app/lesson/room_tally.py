@@ -4,7 +4,7 @@ In room mode with a presenter, a question is the room's: each learner (one per b
 and may change the answer until the presenter reveals it; after answering a learner sees the room's tally grow.
 The presenter sees the tally as bars, live, and reveals the answer (or resets the question to ask it afresh);
 after the reveal the tally sits beside the measured answer and every learner's page shows its verdict within
-about a second. Answers live in the class store, so a reload finds them.
+a few seconds. Answers live in the class store, so a reload finds them.
 """
 
 from __future__ import annotations
