@@ -8,7 +8,10 @@ In one script run, on one machine:
    playing Rounds round by round, stepping through the lesson, opening pages), a new tab presses Run (with
    "Measure afresh") on Rounds, on Home, and on Rounds after the walk Home → Lesson → Rounds in that one tab, and
    reads the speedup the page shows with its spread;
-3. each figure is set against the command line's median: app ÷ command line, and whether the spread shown covers it.
+3. each figure is set against the command line's median: app ÷ command line, and whether the spread shown covers it;
+4. with N > 0, the command line is also timed while the same N sessions are busy: if it moves as the app's figure
+   does, the machine's load moved the speedup, not the app. The page's "other programs took up to X% of the CPU"
+   is read beside each figure.
 
 Every browser of the script (the busy sessions' and the measuring tab's) runs under Linux's idle scheduling class
 (`chrt --idle 0`): in a workshop they run on the learners' own laptops, and only the server's work for them (page
@@ -17,6 +20,7 @@ not hold: Chromium sets its own processes' priorities.) Needs Chromium (scripts/
 
     python benchmarks/app_vs_cli.py                      # N = 0, 4, 10; about 15 minutes on 2 cores
     python benchmarks/app_vs_cli.py --busy 4 --cli-runs 3
+    python benchmarks/app_vs_cli.py --busy 4 --pages none   # only the command line, quiet and under 4 sessions
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
 SHOWN = re.compile(r"Measured speedup (\d+\.\d+)× \((\d+\.\d+)–(\d+\.\d+) over (\d+) pairs\)")
+OTHERS = re.compile(r"Other programs took up to (\d+)% of the machine's CPU meanwhile")
 BAND = (0.90, 1.10)
 
 
@@ -170,21 +175,29 @@ def press_run(page, button, done: str) -> dict:
     wait_idle(page)
     shown = SHOWN.findall(page.locator('[data-testid="stMain"]').inner_text())
     median, low, high, pairs = (float(x) for x in shown[-1])
-    return {"speedup": median, "low": low, "high": high, "pairs": int(pairs), "seconds": time.monotonic() - started}
+    others = OTHERS.findall(page.locator('[data-testid="stMain"]').inner_text())
+    return {
+        "speedup": median,
+        "low": low,
+        "high": high,
+        "pairs": int(pairs),
+        "other_work": int(others[-1]) / 100 if others else None,
+        "seconds": time.monotonic() - started,
+    }
 
 
-def measure_in_app(url: str) -> dict:
+def measure_in_app(url: str, cases: tuple[str, ...] = ("rounds", "home", "walk")) -> dict:
     """Run on Rounds, on Home, and on Rounds after Home → Lesson → Rounds in one tab; a new tab (session) each."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        return _measure_cases(browser, url)
+        return _measure_cases(browser, url, cases)
 
 
-def _measure_cases(browser, url: str) -> dict:
+def _measure_cases(browser, url: str, cases: tuple[str, ...]) -> dict:
     out = {}
-    for case in ("rounds", "home", "walk"):
+    for case in cases:
         context = browser.new_context(viewport={"width": 1280, "height": 2000})
         page = context.new_page()
         if case == "home":
@@ -245,6 +258,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--busy", default="0,4,10", help="how many other sessions to keep busy, comma-separated")
     ap.add_argument("--cli-runs", type=int, default=5, help="command-line runs per case for the reference")
+    ap.add_argument(
+        "--cli-under-load",
+        type=int,
+        default=2,
+        help="command-line runs per case while the N sessions are busy (same load as the app's figure)",
+    )
+    ap.add_argument("--out", type=Path, default=FIGURES, help="where the figures go (JSON)")
+    ap.add_argument(
+        "--pages",
+        default="rounds,home,walk",
+        help="the app's cases to measure, comma-separated; 'none' times only the command line under each load",
+    )
     ap.add_argument("--busy-worker", nargs=2, metavar=("URL", "N"), help=argparse.SUPPRESS)
     ap.add_argument("--measure-worker", metavar="URL", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -252,7 +277,7 @@ def main() -> None:
         busy(args.busy_worker[0], int(args.busy_worker[1]))
         return
     if args.measure_worker:
-        print(json.dumps(measure_in_app(args.measure_worker)))
+        print(json.dumps(measure_in_app(args.measure_worker, tuple(args.pages.split(",")))))
         return
     from specviz.lab.measure import machine
 
@@ -261,6 +286,7 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "browsers": "SCHED_IDLE (chrt --idle 0)",
         "cli": {},
+        "cli_under_load": {},
         "app": {},
     }
     commands = cases()
@@ -275,19 +301,32 @@ def main() -> None:
                 load = subprocess.Popen([*nice, "--busy-worker", url, str(n)], cwd=ROOT, start_new_session=True)
                 time.sleep(20)  # the sessions open their pages and get going
             try:
-                shown = subprocess.run(
-                    [*nice, "--measure-worker", url], cwd=ROOT, capture_output=True, text=True, check=True
-                ).stdout
-                figures["app"][str(n)] = json.loads(shown.strip().splitlines()[-1])
+                if args.pages != "none":
+                    shown = subprocess.run(
+                        [*nice, "--measure-worker", url, "--pages", args.pages],
+                        cwd=ROOT,
+                        capture_output=True,
+                        text=True,
+                        check=True,
+                    ).stdout
+                    figures["app"][str(n)] = json.loads(shown.strip().splitlines()[-1])
+                if n and args.cli_under_load:  # the command line under the same load, as the app just was
+                    figures["cli_under_load"][str(n)] = {
+                        case: cli_reference(cli_args, args.cli_under_load) for case, cli_args in commands.items()
+                    }
+                    print(f"command line with {n} busy sessions: {figures['cli_under_load'][str(n)]}", flush=True)
             finally:
                 if load is not None:  # the sessions and every browser process they started
                     os.killpg(load.pid, signal.SIGKILL)
                     load.wait()
-            print(f"{n} busy sessions: {figures['app'][str(n)]}", flush=True)
-    FIGURES.parent.mkdir(parents=True, exist_ok=True)
-    FIGURES.write_text(json.dumps(figures, indent=1))
+            print(f"{n} busy sessions: {figures['app'].get(str(n))}", flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(figures, indent=1))
     print(f"\n{figures['machine']}; every browser in the idle scheduling class")
-    print(f"{'busy':>4}  {'page':<6} {'app shows':<24} {'command line':<22} {'app ÷ cli':>9}  spread covers cli")
+    print(
+        f"{'busy':>4}  {'page':<6} {'app shows':<24} {'other work':>10} {'command line':<22} {'app ÷ cli':>9}  "
+        f"spread covers cli   cli under the same load"
+    )
     ok = True
     for n, shown in figures["app"].items():
         for case, app in shown.items():
@@ -297,10 +336,21 @@ def main() -> None:
             ok &= BAND[0] <= ratio <= BAND[1] and covers
             spread = f"{app['speedup']:.2f}× ({app['low']:.2f}–{app['high']:.2f})"
             cli_text = f"{cli['median']:.2f}× ({min(cli['speedups']):.2f}–{max(cli['speedups']):.2f})"
-            print(f"{n:>4}  {case:<6} {spread:<24} {cli_text:<22} {ratio:>9.2f}  {'yes' if covers else 'no'}")
+            others = f"{app['other_work']:.0%}" if app.get("other_work") is not None else "-"
+            loaded = figures["cli_under_load"].get(n, {}).get("home" if case == "home" else "rounds")
+            loaded_text = f"{loaded['median']:.2f}× ({app['speedup'] / loaded['median']:.2f} of it)" if loaded else "-"
+            print(
+                f"{n:>4}  {case:<6} {spread:<24} {others:>10} {cli_text:<22} {ratio:>9.2f}  "
+                f"{'yes' if covers else 'no':<19} {loaded_text}"
+            )
+    for n, loaded in figures["cli_under_load"].items():
+        for case, cli in loaded.items():
+            quiet = figures["cli"][case]["median"]
+            shift = cli["median"] / quiet
+            print(f"command line with {n} busy sessions, {case}: {cli['median']:.2f}× = {shift:.2f} of quiet")
     print(
         f"\nwithin {BAND[0]:.2f}–{BAND[1]:.2f} with the spread covering the command line's median: "
-        f"{'every case' if ok else 'NOT every case'}; figures in {FIGURES.relative_to(ROOT)}"
+        f"{'every case' if ok else 'NOT every case'}; figures in {args.out}"
     )
 
 

@@ -19,7 +19,7 @@ from .config import TreeShape
 from .drafters import DRAFTERS, build_drafter, kind_of
 from .errors import OUT_OF_MEMORY, ConfigError, SpecVizError
 from .lab.bench import bench_rows, warm_up_bench
-from .lab.measure import compare, noise_warning, timed
+from .lab.measure import busy_warning, compare, noise_warning, timed
 from .models import available_models, load_model
 from .prompts import check_prompt, first_per_category, load_prompt_set, read_jsonl
 
@@ -94,6 +94,8 @@ def cmd_run(args) -> int:
     for name, value in terminal.figures(comparison, run):
         print(f"  {name:<32} {value}")
     if comparison is not None and (warning := noise_warning(comparison)):
+        print(f"\n  note: {warning}")
+    if comparison is not None and (warning := busy_warning(comparison)):
         print(f"\n  note: {warning}")
     return 0
 

@@ -31,6 +31,7 @@ class Comparison:
     spec_times: list[float] = field(default_factory=list)  # wall time of each timed run, in pair order
     baseline_times: list[float] = field(default_factory=list)
     paired: bool = False  # spec_times[i] and baseline_times[i] were timed back to back (pair i)
+    other_work: list[float] = field(default_factory=list)  # share of the machine's CPU other programs took, per pair
 
     @property
     def spec_seconds(self) -> float:
@@ -116,6 +117,7 @@ class Comparison:
             "speedup_low": self.speedup_range[0],
             "speedup_high": self.speedup_range[1],
             "pairs": self.pairs,
+            "other_work": max(self.other_work) if self.other_work else None,
             "identical": self.identical,
             "agreement": self.agreement,
             "cost_ratio": self.cost_ratio,
@@ -131,6 +133,7 @@ class Comparison:
             "spec_times": self.spec_times,
             "baseline_times": self.baseline_times,
             "paired": self.paired,
+            "other_work": self.other_work,
         }
 
     @classmethod
@@ -146,6 +149,7 @@ class Comparison:
             list(data.get("spec_times", [])),
             list(data.get("baseline_times", [])),
             bool(data.get("paired", False)),
+            [float(x) for x in data.get("other_work", [])],
         )
 
 

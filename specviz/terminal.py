@@ -48,6 +48,7 @@ def figures(c: Comparison | None, run) -> list[tuple[str, str]]:
         rows += [
             ("baseline tokens/s", f"{c.baseline.tokens_per_second:.1f}"),
             ("measured speedup", speedup_text(c)),
+            ("other programs' CPU share", f"up to {max(c.other_work):.0%} while timed" if c.other_work else "-"),
             ("α per tested draft (theory's α)", f"{run.implied_alpha:.3f}"),
             ("cost ratio c", f"{c.cost_ratio:.3f}"),
             ("verify cost v (target steps)", f"{c.verify_cost:.2f}"),

@@ -19,7 +19,7 @@ from .. import drafters
 from ..comparison import Comparison, load_comparisons, loads
 from ..config import APP_MAX_GAMMA, APP_MAX_NEW_TOKENS, APP_MAX_TREE_BUDGET, Decoding, Sampling, TreeShape, Verification
 from ..errors import OUT_OF_MEMORY, SpecVizError
-from ..lab.measure import noise_warning
+from ..lab.measure import busy_warning, noise_warning
 from ..lab.worker import Cancelled
 from ..models import DEFAULT_TARGET, pick_device
 from ..prompts import CATEGORIES, load_prompt_set
@@ -291,6 +291,8 @@ def headline(c: Comparison) -> None:
     st.caption(figures.spread_caption(c))
     if warning := noise_warning(c):
         st.warning(warning, icon="📏")
+    if warning := busy_warning(c):
+        st.warning(warning, icon="🧮")
 
 
 @st.cache_resource(show_spinner=False)

@@ -25,6 +25,7 @@ from ..decode import encode_prompt, generate
 from ..drafters import Drafter
 from ..models import LoadedModel
 from ..records import Run
+from . import busy
 
 WARMUP_TOKENS = 4
 PAIRS = 3  # timed pairs of a comparison in the app and `run`: a median and a spread (bench times 1 per prompt)
@@ -71,9 +72,11 @@ def compare(
         warm_up(target, None, prompt, settings)
         warm_up(target, make_drafter, prompt, settings)
     runs: list[tuple[Run, Run]] = []  # (baseline, speculative) of each pair
+    others: list[float] = []  # the share of the machine other programs took while each pair ran
     for i in range(pairs):
         if runs and should_stop and should_stop():
             break
+        before = busy.read()
         if i % 2 == 0:
             base = generate(target, None, prompt, settings)
             spec = generate(target, make_drafter(), prompt, settings)
@@ -81,11 +84,18 @@ def compare(
             spec = generate(target, make_drafter(), prompt, settings)
             base = generate(target, None, prompt, settings)
         runs.append((base, spec))
+        if (work := busy.between(before, busy.read())) is not None:
+            others.append(work.share)
     ratios = [b.seconds / s.seconds if s.seconds > 0 else 0.0 for b, s in runs]
     middle = sorted(range(len(runs)), key=ratios.__getitem__)[(len(runs) - 1) // 2]  # the (lower) median pair
     base, spec = runs[middle]
     return Comparison(
-        spec, base, spec_times=[s.seconds for _, s in runs], baseline_times=[b.seconds for b, _ in runs], paired=True
+        spec,
+        base,
+        spec_times=[s.seconds for _, s in runs],
+        baseline_times=[b.seconds for b, _ in runs],
+        paired=True,
+        other_work=others,
     )
 
 
@@ -117,6 +127,11 @@ def noise_warning(c: Comparison) -> str | None:
         f"The {c.pairs} timed pairs range from {low:.2f}× to {high:.2f}×: the machine was busy while they ran, so "
         f"the speedup lies somewhere in that range and the median ({c.speedup:.2f}×) is not a precise figure."
     )
+
+
+def busy_warning(c: Comparison) -> str | None:
+    """What to say when other programs took a large share of the machine while the pairs were timed."""
+    return busy.busy_text(c.other_work)
 
 
 def median(values: list[float]) -> float:

@@ -61,10 +61,13 @@ def speedup_help(c: Comparison) -> str:
 
 def spread_caption(c: Comparison) -> str:
     """One line under the cards: the speedup with its spread, said in words."""
-    return (
+    caption = (
         f"Measured speedup **{speedup_text(c)}**: "
         "the target alone and speculative decoding timed in turn, pair by pair."
     )
+    if c.other_work:
+        caption += f" Other programs took up to {max(c.other_work):.0%} of the machine's CPU meanwhile."
+    return caption
 
 
 def fidelity(c: Comparison) -> tuple[bool, str]:

@@ -1,0 +1,66 @@
+"""Other work while a comparison is timed: the share of the machine's CPU other processes took, per pair."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from specviz.comparison import Comparison, dumps, loads
+from specviz.config import Decoding
+from specviz.drafters import build_drafter
+from specviz.lab import busy
+from specviz.lab.measure import busy_warning, compare
+
+LINUX = Path("/proc/stat").is_file()
+
+
+def test_the_share_is_what_other_processes_took_of_all_cores(monkeypatch):
+    monkeypatch.setattr(busy.os, "cpu_count", lambda: 2)
+    before = busy.CpuTimes(busy=100.0, niced=10.0, own=50.0, at=0.0)
+    after = busy.CpuTimes(busy=103.0, niced=10.5, own=51.0, at=2.0)  # 4 core-seconds: 3 busy, 1 of them ours
+    work = busy.between(before, after)
+    assert work.share == pytest.approx(0.5) and work.niced == pytest.approx(0.125)
+    assert busy.between(None, after) is None and busy.between(after, before) is None
+
+
+def test_a_large_share_is_told_and_a_small_one_is_not():
+    assert busy.busy_text([]) is None and busy.busy_text([0.05, busy.BUSY_SHARE]) is None
+    text = busy.busy_text([0.1, 0.62])
+    assert "62%" in text and "quiet" in text
+
+
+@pytest.mark.skipif(not LINUX, reason="reads Linux's /proc")
+def test_a_busy_neighbour_shows_in_the_share():
+    spin = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 3\nwhile time.time() < end: pass"])
+    try:
+        time.sleep(0.3)  # the neighbour is running
+        before = busy.read()
+        time.sleep(1.0)
+        work = busy.between(before, busy.read())
+    finally:
+        spin.kill()
+        spin.wait()
+    # one spinning process holds a whole core: on n cores, about 1/n of the machine (more if anything else runs)
+    assert work.share >= 0.6 / busy.os.cpu_count()
+
+
+@pytest.mark.skipif(not LINUX, reason="reads Linux's /proc")
+def test_each_timed_pair_records_other_work_and_exports_keep_it(target, load):
+    settings = Decoding(gamma=2, max_new_tokens=8)
+    c = compare(target, lambda: build_drafter("tiny-padded", target, load=load), "a b c", settings, pairs=2, warm=False)
+    assert len(c.other_work) == 2 and all(0.0 <= x <= 1.0 for x in c.other_work)
+    back = loads(dumps(c))
+    assert back.other_work == c.other_work and c.summary()["other_work"] == max(c.other_work)
+
+
+def test_an_older_export_without_the_share_claims_nothing(target, load):
+    settings = Decoding(gamma=2, max_new_tokens=8)
+    c = compare(target, lambda: build_drafter("tiny-padded", target, load=load), "a b c", settings, warm=False)
+    data = c.to_dict()
+    del data["other_work"]
+    old = Comparison.from_dict(data)
+    assert old.other_work == [] and old.summary()["other_work"] is None and busy_warning(old) is None
