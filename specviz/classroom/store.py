@@ -156,7 +156,10 @@ class ClassStore:
         with self._tx() as db:
             if not self._open(db, cid):
                 return None
-            new = db.execute("INSERT OR IGNORE INTO results VALUES (?, ?, ?, 1)", (cid, key, result.to_json())).rowcount
+            # the session that was served may enter before the one that measured: only a measured entry counts
+            new = db.execute(
+                "INSERT OR IGNORE INTO results VALUES (?, ?, ?, ?)", (cid, key, result.to_json(), int(measured))
+            ).rowcount
             if not new and measured:
                 db.execute("UPDATE results SET measurements = measurements + 1 WHERE challenge = ? AND choice = ?",
                            (cid, key))
@@ -166,9 +169,9 @@ class ClassStore:
 
     def leaderboard(self, cid: int, learner: str | None = None) -> list[Row]:
         """Every measured choice of the challenge, ranked; `learner`'s own entries marked."""
-        with self._tx(write=False) as db:
+        with self._tx(write=False) as db:  # a choice served from a run measured on another page was timed once
             measured = [(Result.from_json(r), n) for r, n in db.execute(
-                "SELECT result, measurements FROM results WHERE challenge = ?", (cid,))]
+                "SELECT result, MAX(measurements, 1) FROM results WHERE challenge = ?", (cid,))]
             entries = dict(db.execute("SELECT choice, COUNT(*) FROM entries WHERE challenge = ? GROUP BY choice",
                                       (cid,)))
             mine = {c for (c,) in db.execute("SELECT choice FROM entries WHERE challenge = ? AND learner = ?",

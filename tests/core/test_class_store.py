@@ -152,6 +152,20 @@ def test_the_board_counts_how_often_each_choice_was_timed(store):
     assert (row.entries, row.measurements, row.result.speedup) == (3, 2, 1.4)
 
 
+def test_a_served_entry_that_lands_first_does_not_count_as_a_timing(store):
+    """Two identical presses: the session that was served the run may enter before the one that measured it."""
+    challenge = store.open_challenge("Count to ten.", 16)
+    choice = Choice("ngram", 2)
+    store.enter(challenge.id, "bob", result(choice, 1.3), measured=False)  # served, and quicker to write
+    store.enter(challenge.id, "ann", result(choice, 1.3))  # the one that timed it
+    (row,) = store.leaderboard(challenge.id)
+    assert (row.entries, row.measurements) == (2, 1)
+    other = store.open_challenge("Count to five.", 16)
+    store.enter(other.id, "cy", result(choice, 1.3), measured=False)  # served a run measured on another page
+    (row,) = store.leaderboard(other.id)
+    assert (row.entries, row.measurements) == (1, 1)
+
+
 def test_the_headline_never_rewards_a_lossy_entry_without_saying_so_and_the_csv_has_no_names(store):
     from specviz.classroom.challenge import CSV_COLUMNS, csv_text, headline
 
