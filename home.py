@@ -101,7 +101,7 @@ st.divider()
 st.markdown(
     "**Pages**: *Rounds* (every token of a run) · *Draft length* (sweep γ) · *Compare drafts* · "
     "*Verification tolerance* (speed vs quality) · *Theory* (the formula and a worksheet) · "
-    "*Serving* (a vLLM server under load, beside the lab)."
+    "*Serving* (a vLLM server under load, beside the lab) · *Challenge* (a room's drafting challenge, ranked live)."
 )
 # Start the measurement worker last (it loads the default target; the first time it converts the GGUF file): the
 # page above is already shown, and the first Run finds the worker ready.

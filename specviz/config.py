@@ -22,6 +22,10 @@ MAX_TEMPERATURE = 100.0  # far past any useful value: softmax(logits / 100) is a
 APP_MAX_GAMMA = 16
 APP_MAX_TREE_BUDGET = 32
 APP_MAX_NEW_TOKENS = 256
+# A drafting challenge: every entry reads its prompt and times it in pairs with the target alone, so a class of
+# thirty waits for a few runs of this length, not for long prompts or long answers.
+CHALLENGE_TOKENS = (16, 32, 64, 128)  # the token counts a presenter may set
+CHALLENGE_MAX_PROMPT_CHARS = 2000  # about 500 tokens of the target's
 
 
 def _number(name: str, value, kind=float):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import streamlit as st
 
 from ...lesson.question import Question, Score
+from .. import room
+from .room_tally import predict_in_room
 from .session import step_shown
 
 SCORE, SKIPPED = "lesson-score", "lesson-skipped"
@@ -25,11 +27,14 @@ def _skip(question: Question) -> None:
 
 
 def predict(question: Question | None) -> bool:
-    """Ask, and show the verdict once answered. True when the reveal may be shown (answered or skipped)."""
+    """Ask, and show the verdict once answered. True when the reveal may be shown (answered or skipped; in a room
+    with a presenter, once the presenter has revealed it)."""
     if question is None:
         return True
-    answers = score().answers
     n = step_shown()
+    if room.room_mode() and room.presenter_key():  # a room with a presenter: the question is the room's
+        return predict_in_room(question, n, score())
+    answers = score().answers
     with st.container(border=True, key=f"lesson-predict-{n}"):
         st.markdown(f"**Predict first.** {question.text}")
         if question.qid in answers:

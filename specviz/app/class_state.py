@@ -1,0 +1,50 @@
+"""The class's state for this server, and who this learner is.
+
+One `ClassStore` per server (`st.cache_resource`), in the SQLite file `SPECVIZ_CLASS_STORE` names, by default
+`class.sqlite3` in SpecViz's cache folder: the room's answers, the reveals, the challenges and their leaderboards
+outlive a reload and a server restart. A learner is an opaque random id kept in a browser cookie for a workshop
+day, so a reload (a new Streamlit session) or a second tab of the same browser counts as the same learner, and no
+name is ever asked or stored.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from pathlib import Path
+
+import streamlit as st
+
+from ..classroom.store import ClassStore
+from ..models import cache_dir
+
+STORE_ENV = "SPECVIZ_CLASS_STORE"
+LIVE_S = 2.0  # how often a tally or a leaderboard on screen reads the store again (a class of 30: 15 reads/s)
+_COOKIE, _ME, _WRITTEN = "specviz-learner", "_class-learner", "_class-learner-cookie"
+COOKIE_HOURS = 12  # a workshop day
+_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+def store_path() -> Path:
+    return Path(os.environ.get(STORE_ENV) or cache_dir() / "class.sqlite3")
+
+
+@st.cache_resource(show_spinner=False)
+def store() -> ClassStore:
+    """The server's class store, shared by every session (one connection behind one lock)."""
+    return ClassStore(store_path())
+
+
+def learner() -> str:
+    """This browser's learner id: from its cookie, else a new one written into the cookie (once per session)."""
+    me = st.session_state.get(_ME)
+    if me is None:
+        cookie = st.context.cookies.get(_COOKIE, "")
+        me = st.session_state[_ME] = cookie if isinstance(cookie, str) and _ID.match(cookie) else uuid.uuid4().hex
+    if not st.session_state.get(_WRITTEN):
+        with st.sidebar:  # an id of hex digits: nothing to escape
+            st.html(f'<script>document.cookie = "{_COOKIE}={me}; path=/; max-age={COOKIE_HOURS * 3600}; '
+                    'SameSite=Strict";</script>', unsafe_allow_javascript=True)
+        st.session_state[_WRITTEN] = True
+    return me
