@@ -223,7 +223,7 @@ def no_model(monkeypatch):
     """The page may not start the measurement worker or run a job in it: it must draw from recordings alone.
     (Home starts the worker as its last line; that call is kept here as a no-op.)"""
     from specviz.app import service
-    from specviz.lab.worker import Worker
+    from specviz.worker.process import Worker
 
     def refuse(*args, **kwargs):
         raise AssertionError("the page asked the measurement worker for a model")

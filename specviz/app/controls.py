@@ -20,9 +20,9 @@ from ..comparison import Comparison, load_comparisons, loads
 from ..config import APP_MAX_GAMMA, APP_MAX_NEW_TOKENS, APP_MAX_TREE_BUDGET, Decoding, Sampling, TreeShape, Verification
 from ..errors import OUT_OF_MEMORY, SpecVizError
 from ..lab.measure import busy_warning, noise_warning
-from ..lab.worker import Cancelled
 from ..models import DEFAULT_TARGET, pick_device
 from ..prompts import CATEGORIES, load_prompt_set
+from ..worker.process import Cancelled
 from . import links, page_list, room
 from .views import figures, tables
 from .views.tokens import legend_html

@@ -1,8 +1,8 @@
 """The app's one way to a measurement: the line, shared identical runs, and the worker that times them.
 
 A Run press flows one way: page → `measured_run` or `run_job` here → the run queue (one measured job at a
-time, each session told its place) → `lab.worker.Worker` (a separate process that owns the models) →
-`lab.jobs` → the lab → the loop; a record comes back. The web server itself keeps no model, so nothing it
+time, each session told its place) → `worker.process.Worker` (a separate process that owns the models) →
+`worker.jobs` → the lab → the loop; a record comes back. The web server itself keeps no model, so nothing it
 does for other visitors (page scripts, reruns, loading a model) runs inside a timed run's process.
 
 Per server, in `st.cache_resource`: one `RunService` (the queue, the shared runs and the worker). Per
@@ -25,9 +25,9 @@ from ..comparison import Comparison
 from ..config import Decoding
 from ..drafters import learns_across_runs
 from ..lab.measure import PAIRS
-from ..lab.worker import Cancelled, Worker
 from ..models import DEFAULT_TARGET
 from ..prompts import check_prompt
+from ..worker.process import Cancelled, Worker
 from . import room
 from .run_queue import RunQueue
 from .shared_runs import Measured, SharedRuns, run_key
@@ -126,7 +126,7 @@ def in_line() -> Iterator[None]:
 
 
 def run_job(job: str, on_event: Callable[[Any], None] | None = None, **kwargs) -> Any:
-    """Run a job of `lab.jobs` in the worker, in this session's turn; its events go to `on_event` as they come.
+    """Run a job of `worker.jobs` in the worker, in this session's turn; its events go to `on_event` as they come.
 
     While the worker starts (imports, loading the default target) the session is told so. A tab closed
     meanwhile gives the job up. Raises the job's SpecVizError, `WorkerDied` or `Cancelled`.

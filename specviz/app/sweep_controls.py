@@ -33,7 +33,7 @@ def buttons(key: str, label: str, disabled: bool, stop_help: str) -> bool:
 
 
 def run(key: str, sweep: Sweep, job: str, describe: Callable[[Point], str], what: str, **kwargs) -> None:
-    """Measure a sweep in the worker (`job` of specviz.lab.jobs with `kwargs`) with a progress bar, keeping each
+    """Measure a sweep in the worker (`job` of specviz.worker.jobs with `kwargs`) with a progress bar, keeping each
     point in session state as it comes. `describe` names a point in the progress text (e.g. "γ=3 on prompt 1")."""
     st.session_state[f"{key}-sweep"] = sweep
     progress = st.progress(0.0, text="Waiting for the measurement worker…")

@@ -14,7 +14,7 @@ import pytest
 
 from specviz.config import Decoding
 from specviz.errors import ModelLoadError
-from specviz.lab.worker import Cancelled, Worker, WorkerDied, yield_to_the_worker
+from specviz.worker.process import Cancelled, Worker, WorkerDied, yield_to_the_worker
 
 SETTINGS = Decoding(gamma=3, max_new_tokens=12, chat=False)
 PROMPT = "w1 w2 w3 w4 w5"

@@ -22,7 +22,7 @@ from transformers import BertConfig, BertForMaskedLM, LlamaModel
 from specviz import config
 from specviz.app import controls, service
 from specviz.cli import main
-from specviz.lab.worker import Worker
+from specviz.worker.process import Worker
 
 from tiny import (
     FOREIGN_WORDS,

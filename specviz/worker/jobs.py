@@ -18,8 +18,8 @@ from ..comparison import Comparison
 from ..config import Decoding
 from ..drafters import build_drafter, learns_across_runs
 from ..errors import OUT_OF_MEMORY
+from ..lab import measure, quality, sweeps
 from ..models import LoadedModel
-from . import measure, quality, sweeps
 
 
 @dataclass

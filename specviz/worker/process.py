@@ -7,7 +7,7 @@ line's. Here the server keeps no model. It sends a job (a name from `jobs.JOBS` 
 to one worker process and gets back records; the worker runs one job at a time, so two timings never
 overlap, and every timed comparison is paired (`measure.compare`).
 
-The worker is a fresh interpreter (`python -m specviz.lab.worker FD`), not a fork of the server (safe with CUDA and
+The worker is a fresh interpreter (`python -m specviz.worker.process FD`), not a fork of the server (safe with CUDA and
 with the server's threads) and not `multiprocessing`'s spawn either: spawn re-runs the parent's main module in the
 child, and inside a Streamlit script run that is the page. Both ends hold one socket pair as a
 `multiprocessing.connection.Connection`. Messages, as pickled tuples:
@@ -109,7 +109,7 @@ class Worker:
         mine, theirs = socket.socketpair()
         package_root = str(Path(__file__).resolve().parents[2])
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
-        self._process = subprocess.Popen([sys.executable, "-m", "specviz.lab.worker", str(theirs.fileno())],
+        self._process = subprocess.Popen([sys.executable, "-m", "specviz.worker.process", str(theirs.fileno())],
                                          pass_fds=[theirs.fileno()], env=env, stdin=subprocess.DEVNULL)
         theirs.close()
         self._conn = Connection(mine.detach())
@@ -282,7 +282,7 @@ def serve(conn: Connection) -> None:
             load(model)
         except SpecVizError as exc:  # the jobs that need it will say so
             _log.warning("the measurement worker could not preload %s: %s", model, exc)
-    from .measure import machine
+    from ..lab.measure import machine
 
     state = jobs.WorkerState()
     conn.send(("ready", os.getpid(), machine()))
