@@ -41,9 +41,14 @@ class RunService:
     queue: RunQueue = field(default_factory=RunQueue)
     shared: SharedRuns = field(default_factory=SharedRuns)
 
-    def learned(self, draft: str) -> object:
-        """What a drafter that learns across runs has learned in the worker so far (part of a shared run's key)."""
-        return self.worker.learned if learns_across_runs(draft) else None
+    def learned(self, draft: str, prompt: str, chat: bool) -> object:
+        """What a drafter that learns across runs has learned in the worker for this prompt so far (part of a
+        shared run's key): the runs of other prompts, since a prompt's own runs never feed its drafts."""
+        if not learns_across_runs(draft):
+            return None
+        pid, learned = self.worker.learned
+        total, by_prompt = learned if learned is not None else (0, {})  # None: no job has ended in this worker yet
+        return pid, total - by_prompt.get((prompt, chat), 0)
 
 
 SERVER_NICE = int(os.environ.get("SPECVIZ_SERVER_NICE", "10"))  # the web server's niceness once its worker runs
@@ -160,7 +165,7 @@ def measured_run(
     """
     check_prompt(prompt)  # before waiting in line for nothing
     svc = service()
-    key = run_key(target, draft, prompt, settings, pairs, drafter_state=svc.learned(draft))
+    key = run_key(target, draft, prompt, settings, pairs, drafter_state=svc.learned(draft, prompt, settings.chat))
     note = st.empty()
 
     def on_join() -> None:

@@ -24,9 +24,18 @@ from ..models import LoadedModel
 
 @dataclass
 class WorkerState:
-    """What lives in the worker between jobs: how many runs of drafters that learn across runs have ended."""
+    """What lives in the worker between jobs: how many runs of drafters that learn across runs have ended, in all
+    and by the prompt they ran (None: runs of several prompts, as a sweep's).
+
+    A drafter that learns never drafts from its own prompt's earlier runs (the suffix drafter's corpus leaves them
+    out), so what it learned for a prompt is the runs of other prompts: `learned_for` is the part of a shared run's
+    key that says so, and an identical press after it is served the same measurement."""
 
     learned_runs: int = 0
+    by_prompt: dict = field(default_factory=dict)  # (prompt, chat) -> runs of that prompt alone
+
+    def learned(self) -> tuple[int, dict]:
+        return self.learned_runs, dict(self.by_prompt)
 
 
 @dataclass
@@ -36,9 +45,13 @@ class Context:
     should_stop: Callable[[], bool]  # the page gave the job up
     state: WorkerState = field(default_factory=WorkerState)
 
-    def ran(self, *drafts: str) -> None:
-        """Note runs of these drafters: those that learn across runs changed what the next run drafts."""
-        self.state.learned_runs += sum(learns_across_runs(d) for d in drafts)
+    def ran(self, *drafts: str, prompt: tuple[str, bool] | None = None) -> None:
+        """Note runs of these drafters (of one prompt, when `prompt` names it with its chat setting): those that
+        learn across runs changed what the next run of another prompt drafts."""
+        n = sum(learns_across_runs(d) for d in drafts)
+        self.state.learned_runs += n
+        if n and prompt is not None:
+            self.state.by_prompt[prompt] = self.state.by_prompt.get(prompt, 0) + n
 
 
 def load(ctx: Context, name: str) -> str:
@@ -53,7 +66,7 @@ def compare(ctx: Context, target: str, draft: str, prompt: str, settings: Decodi
     make = lambda: build_drafter(draft, model, ctx.load)  # noqa: E731 — a fresh drafter per run
     make()  # an unknown or incompatible draft is refused before anything is timed
     comparison = measure.compare(model, make, prompt, settings, pairs=pairs, should_stop=ctx.should_stop)
-    ctx.ran(draft)
+    ctx.ran(draft, prompt=(prompt, settings.chat))
     return comparison
 
 

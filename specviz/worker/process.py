@@ -325,7 +325,7 @@ def _run_one(
     context = jobs.Context(load, lambda payload: conn.send(("event", job_id, payload)), cancel.is_set, state)
     try:
         result = jobs.JOBS[job](context, **kwargs)
-        answer = ("cancelled", job_id) if cancel.is_set() else ("done", job_id, result, state.learned_runs)
+        answer = ("cancelled", job_id) if cancel.is_set() else ("done", job_id, result, state.learned())
     except SpecVizError as exc:
         answer = ("error", job_id, type(exc).__name__, str(exc))
     except (BrokenPipeError, EOFError):
