@@ -179,7 +179,11 @@ def test_two_identical_entries_are_measured_once(browser, class_url, contexts):
     _, page = twins[0]
     expect(page.locator('[data-testid="stTable"] tbody tr')).to_have_count(1, timeout=LIVE)
     expect(page.locator('[data-testid="stTable"] tbody tr').first).to_contain_text("★", timeout=LIVE)
-    (row,) = board_rows(page)
+    for _ in range(40):  # the board redraws every few seconds: wait for the second entry to reach it
+        (row,) = board_rows(page)
+        if row[6] == "2":
+            break
+        page.wait_for_timeout(500)
     assert row[1] == "ngram · γ=2 · exact" and row[6] == "2" and row[7] == "1"  # two entries, timed once
     shared = [p.get_by_text(re.compile("served from an identical run|already measured in this challenge")).count()
               for _, p in twins]
