@@ -12,7 +12,7 @@ def test_rounds_page_draws_a_live_token_tree_and_its_mask(page, app_url):
     choose(page, "Draft", "smol-head-8k")
     press(page, "Max new tokens", "Home")  # 8 tokens: a few rounds
     press(page, "Token tree", "ArrowRight", times=6)  # a tree of 6 nodes per round
-    expect(page.get_by_text("Children per node")).to_be_visible()
+    expect(page.get_by_text("Children per node", exact=True)).to_be_visible()
     page.get_by_role("button", name="Run", exact=True).click()
     expect(page.get_by_text("Showing a run recorded by the project")).to_have_count(0, timeout=240_000)
     wait_idle(page)
