@@ -15,7 +15,7 @@ controls.page_intro(
     "target answers the training prompts; either a tiny model with its tokenizer learns to imitate those answers "
     "(its embeddings start from the target's), or a **draft head** learns to predict the target's next hidden state "
     "from its current one (EAGLE-style: it reads what the target already computed). The result is raced against the "
-    "shipped drafts.",
+    "shipped drafts you pick.",
 )
 room.room_bar(room.page_id(__file__))
 if room.locked():
@@ -76,6 +76,14 @@ with st.sidebar:
     answer_tokens = st.slider("Answer length (tokens)", 16, 128, 48, 16, key="ds-answer")
     steps = st.slider("Training steps", 10, 600, 60, 10, key="ds-steps")
     eval_prompts = st.slider("Evaluation prompts per workload", 1, 12, 1, key="ds-eval")
+    head = kind == "draft head"
+    rivals = st.multiselect(
+        "Race against",
+        quick.rival_choices(),
+        quick.default_rivals(head),
+        key=f"ds-rivals-{'head' if head else 'draft'}",
+        help="Each rival is timed against the target alone on every evaluation prompt: each one adds to the wait",
+    )
     links.share(LINK)
     links.link_box()
 
@@ -86,7 +94,7 @@ state = st.session_state
 def distil(job: str, cfg, what: str) -> None:
     """Train in the measurement worker (it owns the target), drawing the loss curve as the steps come."""
     losses: list[dict] = []
-    state["ds-result"] = {"name": name, "losses": losses, "evaluation": None}
+    state["ds-result"] = {"name": name, "losses": losses, "evaluation": None, "gamma": 3 if head else 4}
     status = st.status("Waiting for the measurement worker…")
     bar, curve = st.progress(0.0, text="Training…"), st.empty()
 
@@ -101,7 +109,8 @@ def distil(job: str, cfg, what: str) -> None:
             curve.line_chart(pd.DataFrame(losses).set_index("step")[["loss"]], height=220)
 
     with controls.error_box(what):
-        state["ds-result"]["evaluation"] = service.run_job(job, on_event, cfg=cfg, per_category=eval_prompts)
+        state["ds-result"]["evaluation"] = service.run_job(job, on_event, cfg=cfg, per_category=eval_prompts,
+                                                           rivals=rivals)
         status.update(label=f"Trained {name}", state="complete")
 
 
@@ -129,6 +138,6 @@ if not result:
 if result["losses"]:
     st.plotly_chart(training_charts.training_figure(result["losses"], result["name"]), key="ds-loss")
 if result["evaluation"]:
-    st.subheader("Against the shipped drafts (greedy, γ=4, 32 tokens, evaluation prompts)")
+    st.subheader(f"Against its rivals (greedy, γ={result['gamma']}, 32 tokens, evaluation prompts)")
     st.dataframe(training_charts.race_table(result["evaluation"]), hide_index=True)
     st.success(f"**{result['name']}** is saved in {user_drafts_dir()} and now appears in every draft picker.")

@@ -42,15 +42,34 @@ def train_draft(cfg: DistillConfig, target: LoadedModel, data, on_step: Callable
     return save_draft(training.model, target, cfg.out_dir)
 
 
-def race_head(folder: Path, target: LoadedModel, per_category: int) -> dict[str, dict]:
-    """The new head, alone and behind n-gram lookup, against ngram and the shipped drafts (greedy, γ=3, 32 tokens)."""
-    rivals = ["ngram"] + [f for kind, f in draft_folders() if kind == "shipped draft"]
-    return measure_drafts([folder, f"ngram+head:{folder}", *rivals], target, eval_prompts(per_category),
-                          Decoding(gamma=3, max_new_tokens=32), progress=False)
+def rival_choices() -> list[str]:
+    """What a new draft can race against: prompt lookup and every shipped draft, by name."""
+    return ["ngram"] + [f.name for kind, f in draft_folders() if kind == "shipped draft"]
 
 
-def race_draft(folder: Path, target: LoadedModel, per_category: int) -> dict[str, dict]:
-    """The new draft against the shipped drafts (greedy, γ=4, 32 tokens)."""
-    rivals = [f for kind, f in draft_folders() if kind == "shipped draft"]
-    return measure_drafts([folder, *rivals], target, eval_prompts(per_category), Decoding(gamma=4, max_new_tokens=32),
-                          progress=False)
+def default_rivals(head: bool) -> list[str]:
+    """The race a learner gets unless they pick: the shipped drafts of the same kind (and ngram beside a head).
+    Every shipped draft on every evaluation prompt would take minutes more on a CPU."""
+    shipped = [f for kind, f in draft_folders() if kind == "shipped draft"]
+    same = [f.name for f in shipped if (f / "head.json").is_file() == head]
+    return (["ngram"] if head else []) + same
+
+
+def _rivals(names: list[str] | None, head: bool) -> list[str | Path]:
+    """Rival names as the race loads them (shipped drafts by folder); None: the default race."""
+    shipped = {f.name: f for kind, f in draft_folders() if kind == "shipped draft"}
+    return [shipped.get(name, name) for name in (default_rivals(head) if names is None else names)]
+
+
+def race_head(folder: Path, target: LoadedModel, per_category: int,
+              rivals: list[str] | None = None) -> dict[str, dict]:
+    """The new head, alone and behind n-gram lookup, against its rivals (greedy, γ=3, 32 tokens)."""
+    return measure_drafts([folder, f"ngram+head:{folder}", *_rivals(rivals, head=True)], target,
+                          eval_prompts(per_category), Decoding(gamma=3, max_new_tokens=32), progress=False)
+
+
+def race_draft(folder: Path, target: LoadedModel, per_category: int,
+               rivals: list[str] | None = None) -> dict[str, dict]:
+    """The new draft against its rivals (greedy, γ=4, 32 tokens)."""
+    return measure_drafts([folder, *_rivals(rivals, head=False)], target, eval_prompts(per_category),
+                          Decoding(gamma=4, max_new_tokens=32), progress=False)

@@ -112,18 +112,18 @@ def record_lab(ctx: Context, target: str, setup) -> Any:
     return recordings.record_lab(ctx.load(target), setup, ctx.load, on_run=lambda i, n: ctx.emit(("progress", i, n)))
 
 
-def distil_head(ctx: Context, cfg, per_category: int) -> dict:
+def distil_head(ctx: Context, cfg, per_category: int, rivals: list[str] | None = None) -> dict:
     """The Distil page's small head: ("say", text) and ("step", row) while it trains, then its race."""
     from ..training import quick, train_head
 
     target = ctx.load(cfg.target)
     folder = train_head.train_head(cfg, target, progress=False, say=lambda text: ctx.emit(("say", text)),
                                    on_step=lambda row: ctx.emit(("step", row)))
-    ctx.emit(("say", "Racing the new head against the shipped drafts on evaluation prompts…"))
-    return quick.race_head(folder, target, per_category)
+    ctx.emit(("say", "Racing the new head against its rivals on evaluation prompts…"))
+    return quick.race_head(folder, target, per_category, rivals)
 
 
-def distil_draft(ctx: Context, cfg, per_category: int) -> dict:
+def distil_draft(ctx: Context, cfg, per_category: int, rivals: list[str] | None = None) -> dict:
     """The Distil page's small draft: ("say", text) and ("step", row) while it trains, then its race."""
     from ..training import quick
 
@@ -132,8 +132,8 @@ def distil_draft(ctx: Context, cfg, per_category: int) -> dict:
     data = quick.draft_data(cfg, target)
     ctx.emit(("say", f"Data: {len(data.sequences)} answers, {data.answer_tokens:,} tokens"))
     folder = quick.train_draft(cfg, target, data, lambda row: ctx.emit(("step", row)))
-    ctx.emit(("say", "Racing the new draft against the shipped ones on evaluation prompts…"))
-    return quick.race_draft(folder, target, per_category)
+    ctx.emit(("say", "Racing the new draft against its rivals on evaluation prompts…"))
+    return quick.race_draft(folder, target, per_category, rivals)
 
 
 JOBS: dict[str, Callable[..., Any]] = {

@@ -159,16 +159,18 @@ class Worker:
             try:
                 while True:
                     message = self._receive(poll)
-                    if message is None:  # nothing came: check on the worker and on the page
+                    # The page is asked at every message, not only when none came: a job whose events flow faster
+                    # than the poll would otherwise never hear that its page gave it up.
+                    if asked_to_stop is None and cancelled is not None and cancelled():
+                        _log.info("job %s (%s) given up by the page that asked for it", job_id, job)
+                        self._send(("cancel", job_id))
+                        asked_to_stop = time.monotonic()
+                    if message is None:  # nothing came: check on the worker
                         if self._process.poll() is not None:
                             raise self._died()
                         if not self._ready and on_wait is not None:
                             on_wait(time.monotonic() - self.started_at)
-                        if asked_to_stop is None and cancelled is not None and cancelled():
-                            _log.info("job %s (%s) given up by the page that asked for it", job_id, job)
-                            self._send(("cancel", job_id))
-                            asked_to_stop = time.monotonic()
-                        elif asked_to_stop is not None and time.monotonic() - asked_to_stop > self.cancel_grace:
+                        if asked_to_stop is not None and time.monotonic() - asked_to_stop > self.cancel_grace:
                             self._stop(timeout=1.0)
                             finished = True
                             raise Cancelled(job)
@@ -186,6 +188,8 @@ class Worker:
                     finished = True
                     if kind == "done":
                         self.learned = (self.pid, message[3])
+                        if asked_to_stop is not None:  # it ended before the worker heard: the page still gave it up
+                            raise Cancelled(job)
                         return message[2]
                     if kind == "cancelled":
                         raise Cancelled(job)

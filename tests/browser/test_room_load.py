@@ -43,7 +43,7 @@ SESSIONS = int(os.environ.get("SPECVIZ_LOAD_SESSIONS", 6))  # benchmarks/room_lo
 # allocator and fails if sessions were to copy models or keep growing.
 RSS_BOUND_MB = 2048
 TOTAL_BOUND_MB = 3072  # the worker holds the target twice (fp32 weights and oneDNN's packed copy): about 1.6 GB
-RUN = "Run ngram"
+RUN = re.compile(r"^Run ")  # Home's live run (its drafter is the recording's)
 DONE = "Step through it round by round"
 # Every queue note the page showed, in order, without repeats, and when the result appeared (ms since
 # the epoch, the same clock as the test's time.time()).
