@@ -40,6 +40,32 @@ def browser_type_launch_args(browser_type_launch_args):
     }
 
 
+# The browsers share the server's two cores here, where in a room each learner's browser runs on a machine of its
+# own: Streamlit's animations (the running indicator, spinners) would repaint at 60 frames a second in software and
+# take the CPU the server and its worker need. Every context of the suite draws them still.
+STILL = """
+document.addEventListener("DOMContentLoaded", () => {
+  const style = document.createElement("style");
+  style.textContent = "*, *::before, *::after { animation: none !important; transition: none !important; }";
+  document.head.appendChild(style);
+});
+"""
+
+
+@pytest.fixture(scope="session")
+def browser(browser):
+    """pytest-playwright's browser, whose every new context (the tests' own and the `page` fixture's) draws still."""
+    new_context = browser.new_context
+
+    def still_context(*args, **kwargs):
+        context = new_context(*args, **kwargs)
+        context.add_init_script(STILL)
+        return context
+
+    browser.new_context = still_context
+    return browser
+
+
 @pytest.fixture(scope="session")
 def browser_context_args(browser_context_args):
     return {**browser_context_args, "viewport": {"width": 1280, "height": 2000}}

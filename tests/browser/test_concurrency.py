@@ -14,22 +14,17 @@ from specviz.decode import generate
 from specviz.drafters import build_drafter
 from specviz.models import load_model
 
-from browser_helpers import choose, download_json, press, screenshot, type_number, wait_idle
+from browser_helpers import download_json, screenshot, wait_idle
 
 STRUCTURE = ("gamma", "drafted", "n_accepted", "next_token", "next_kind", "emitted")
 RECORDED = "Showing a run recorded by the project"
 
 
-def set_up(page, app_url, draft: str, gamma_left: int, temperature_steps: int, seed: int) -> None:
-    page.goto(f"{app_url}/Rounds")
+def set_up(page, app_url, draft: str, gamma: int, temperature: float, seed: int) -> None:
+    """Each learner's settings through a deep link, as a room hands them out (links are tested in test_room.py)."""
+    page.goto(f"{app_url}/Rounds?draft={draft}&gamma={gamma}&max_new=16&temperature={temperature}&seed={seed}")
     wait_idle(page)
-    choose(page, "Draft", draft)
-    press(page, "Draft length", "ArrowLeft", times=gamma_left)  # from γ = 4
-    press(page, "Max new tokens", "Home")  # 8
-    press(page, "Max new tokens", "ArrowRight")  # 16
-    if temperature_steps:
-        press(page, "Temperature", "ArrowRight", times=temperature_steps)  # 0.05 a step
-    type_number(page, "Seed", seed)
+    assert page.locator('[data-testid="stSelectbox"]').filter(has_text="Draft").locator("input").input_value() == draft
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +40,7 @@ def test_two_sessions_at_once_get_the_runs_they_would_get_alone(browser, app_url
     pages = {}
     for draft, (context, gamma, temperature, seed) in sessions.items():
         pages[draft] = page = context.new_page()
-        set_up(page, app_url, draft, 4 - gamma, round(temperature / 0.05), seed)
+        set_up(page, app_url, draft, gamma, temperature, seed)
         expect(page.get_by_text(RECORDED)).to_be_visible()
 
     for page in pages.values():  # both presses before either run ends

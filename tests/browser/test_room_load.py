@@ -18,7 +18,7 @@ Two cases, each on its own room-mode server:
   Its time to the last result is a figure, checked against the goal by benchmarks/room_load.py (figures about
   time are measured there, not asserted here).
 
-The test opens SESSIONS learners per case (6: the behaviour, in about a minute). The README's figures for
+The test opens SESSIONS learners per case (4: the behaviour, in well under a minute). The README's figures for
 a class of 30 come from `python benchmarks/room_load.py`, which runs this test with
 SPECVIZ_LOAD_SESSIONS=30; either way the figures go to artifacts/room_load.json (one entry per case).
 """
@@ -37,7 +37,7 @@ from playwright.sync_api import expect
 
 from browser_helpers import ARTIFACTS, keep_figures, screenshot, wait_idle
 
-SESSIONS = int(os.environ.get("SPECVIZ_LOAD_SESSIONS", 6))  # benchmarks/room_load.py: 20
+SESSIONS = int(os.environ.get("SPECVIZ_LOAD_SESSIONS", 4))  # benchmarks/room_load.py: 30
 # The server holds one SmolLM2-135M target (~0.6 GB in fp32 with torch around it) whatever the room's
 # size; twenty sessions add their pages' state and results, a few MB each. 2 GiB leaves room for the
 # allocator and fails if sessions were to copy models or keep growing.
