@@ -10,6 +10,8 @@ the same loop with a drafter that proposes nothing, so both are timed by the sam
 
 from __future__ import annotations
 
+from collections.abc import Generator
+
 import torch
 from transformers import DynamicCache
 
@@ -66,7 +68,6 @@ def target_forward(target: LoadedModel, forward_input: torch.Tensor, cache: Dyna
     return outputs.hidden_states[-1][0], LazyLogits.ready(outputs.logits[0, :, :vocab]) if head else None
 
 
-@torch.inference_mode()
 def generate(
     target: LoadedModel,
     drafter: Drafter | None,
@@ -79,13 +80,36 @@ def generate(
     detail=False keeps only each round's token ids and counts (no p, q or alternatives): the bare
     loop that `benchmarks/overhead.py` times against the full records.
     """
+    return to_the_end(rounds(target, drafter, prompt, settings, Clock(target.device), detail))
+
+
+def to_the_end(steps: Generator[int, None, Run]) -> Run:
+    """Run the loop's rounds one after the other; the Run it returns."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as end:
+            return end.value
+
+
+@torch.inference_mode()
+def rounds(
+    target: LoadedModel,
+    drafter: Drafter | None,
+    prompt: str,
+    settings: Decoding,
+    clock: Clock,
+    detail: bool = True,
+) -> Generator[int, None, Run]:
+    """The loop of `generate`, a round at a time: it yields the count of new tokens after the prefill and after each
+    round, and returns the Run. Between two rounds another run's round may go (`lab.measure.side_by_side`), with
+    this run's clock paused, so each run counts only its own work."""
     drafter = drafter or NoDrafter("none")
     prompt_ids = encode_prompt(target, prompt, settings)
     device = target.device
     ids = torch.tensor([prompt_ids], device=device)
     eos = target.eos_ids
     generator = torch.Generator(device=device).manual_seed(settings.seed)
-    clock = Clock(device)
 
     start = clock()
     # Prefill. Invariant: the target cache holds every committed token but the last, which each
@@ -96,8 +120,9 @@ def generate(
         hidden, _ = target_forward(target, ids[:, :-1], cache, head=False)
     drafter.start(ids, settings, hidden)
     prefill_seconds = clock() - start
+    yield 0
 
-    rounds: list[Round] = []
+    done: list[Round] = []
     reasons = []  # per round, the drafter's reason in numbers (Proposal.reason), worded after the clock stops
     new: list[int] = []
     arrivals: list[float] = []  # per new token: seconds since start when its round's verification ended
@@ -138,8 +163,9 @@ def generate(
         arrivals += [t2 - start] * len(emitted)  # a round's tokens arrive together
         ids = torch.cat([ids, torch.tensor([emitted], device=device)], dim=1)
         record = full_round if detail else bare_round
-        rounds.append(record(len(rounds), k, proposal, verdict, len(emitted), t1 - t0 + t3 - t2, t2 - t1))
+        done.append(record(len(done), k, proposal, verdict, len(emitted), t1 - t0 + t3 - t2, t2 - t1))
         reasons.append(proposal.reason)
+        yield len(new)
     seconds = clock() - start
     drafter.finish(new)  # after the clock: what a drafter learns from this answer is for later runs
 
@@ -151,7 +177,7 @@ def generate(
         settings=settings.to_dict(),
         device=str(device),
         dtype=str(target.dtype).replace("torch.", ""),
-        rounds=rounds,
+        rounds=done,
         output_ids=new,
         text=target.tokenizer.decode(new, skip_special_tokens=True),
         prefill_seconds=prefill_seconds,

@@ -1,10 +1,13 @@
 """Timed comparisons: a speculative run beside the target alone, same prompt and settings, timed in pairs.
 
 Speedup is measured, never estimated: both are timed by the same loop (`decode.generate`), after a
-warm-up, with device synchronisation on a GPU. They are timed in turn, pair by pair (A B, B A, A B, …):
-whatever else the machine does at that moment slows both runs of a pair, so each pair's ratio holds
-where two separate timings would not. The speedup is the median of the pairs' ratios and their range is
-its spread (`comparison.Comparison`). A baseline timed earlier is never reused: every comparison pairs its own.
+warm-up, with device synchronisation on a GPU. They are timed side by side, pair by pair: within a pair a
+round of one run, then a round of the other, each on its own clock (paused while the other works), the one
+behind in its answer going next, so that both spread over the same stretch of the machine's time. A busy
+spell of the machine (another program, a page drawn for another visitor) then slows both runs of a pair
+alike, where two runs timed one after the other would each meet a different moment. The speedup is the
+median of the pairs' ratios and their range is its spread (`comparison.Comparison`). A baseline timed
+earlier is never reused: every comparison pairs its own.
 """
 
 from __future__ import annotations
@@ -19,9 +22,10 @@ from pathlib import Path
 
 import torch
 
+from ..clock import Clock
 from ..comparison import Comparison
 from ..config import Decoding
-from ..decode import encode_prompt, generate
+from ..decode import encode_prompt, generate, rounds
 from ..drafters import Drafter
 from ..models import LoadedModel
 from ..records import Run
@@ -62,7 +66,7 @@ def compare(
     warm: bool = True,
     should_stop: Callable[[], bool] | None = None,
 ) -> Comparison:
-    """The speculative run and the target alone timed in `pairs` pairs, alternating which goes first.
+    """The speculative run and the target alone timed side by side in `pairs` pairs, alternating which goes first.
 
     should_stop() is asked between pairs: a comparison stopped early keeps the pairs it timed (at least one).
     """
@@ -77,13 +81,7 @@ def compare(
         if runs and should_stop and should_stop():
             break
         before = busy.read()
-        if i % 2 == 0:
-            base = generate(target, None, prompt, settings)
-            spec = generate(target, make_drafter(), prompt, settings)
-        else:
-            spec = generate(target, make_drafter(), prompt, settings)
-            base = generate(target, None, prompt, settings)
-        runs.append((base, spec))
+        runs.append(side_by_side(target, make_drafter, prompt, settings, spec_first=i % 2 == 1))
         if (work := busy.between(before, busy.read())) is not None:
             others.append(work.share)
     ratios = [b.seconds / s.seconds if s.seconds > 0 else 0.0 for b, s in runs]
@@ -97,6 +95,33 @@ def compare(
         paired=True,
         other_work=others,
     )
+
+
+def side_by_side(target: LoadedModel, make_drafter: Callable[[], Drafter], prompt: str, settings: Decoding,
+                 spec_first: bool = False) -> tuple[Run, Run]:
+    """The target alone and the speculative run, a round of one and then a round of the other: (baseline, spec).
+
+    Each run has its own clock, paused while the other works, so its seconds are its own rounds' (and its
+    tokens' arrival times its own). The run with fewer tokens so far goes next (the first named on a tie):
+    both reach the end of their answers at about the same moment, so each samples the same stretch of the
+    machine's time. Neither run's tokens depend on the other's: each has its own caches and random generator.
+    """
+    clocks = [Clock(target.device), Clock(target.device)]
+    steps = [rounds(target, None, prompt, settings, clocks[0]),
+             rounds(target, make_drafter(), prompt, settings, clocks[1])]
+    order = [1, 0] if spec_first else [0, 1]
+    made, done = [0, 0], [None, None]
+    for clock in clocks:
+        clock.pause()
+    while None in done:
+        i = min((j for j in order if done[j] is None), key=lambda j: made[j])
+        clocks[i].resume()
+        try:
+            made[i] = next(steps[i])
+        except StopIteration as end:
+            done[i] = end.value
+        clocks[i].pause()
+    return done[0], done[1]
 
 
 NOISY_SPREAD = 0.15  # pairs whose ratios range over more than 15% of their median cannot pin the speedup down

@@ -1,0 +1,78 @@
+"""Pairs timed side by side (`lab.measure.side_by_side`): a round of the target alone, then a round of the speculative
+run, each on its own paused clock. The tokens are those of runs made alone, and each run's seconds are its own work:
+time spent in the other run's rounds is never charged to it."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from specviz.clock import Clock
+from specviz.config import Decoding
+from specviz.decode import generate, to_the_end
+from specviz.lab.measure import compare, side_by_side
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+PROMPT = "w3 w14 w15 w9 w26"
+SETTINGS = Decoding(gamma=3, max_new_tokens=24, chat=False)
+NAP = 0.15  # seconds the slow drafter sleeps before each proposal
+
+
+def slow(drafter):
+    """The drafter, made to take NAP seconds longer to propose each round (only its own run should pay for it)."""
+    propose = drafter.propose
+
+    def napping(*args, **kwargs):
+        time.sleep(NAP)
+        return propose(*args, **kwargs)
+
+    drafter.propose = napping
+    return drafter
+
+
+def test_side_by_side_runs_give_the_tokens_and_rounds_of_runs_made_alone(target, make_drafter):
+    alone_base = generate(target, None, PROMPT, SETTINGS)
+    alone_spec = generate(target, make_drafter("tiny-draft"), PROMPT, SETTINGS)
+    for spec_first in (False, True):
+        base, spec = side_by_side(target, lambda: make_drafter("tiny-draft"), PROMPT, SETTINGS, spec_first=spec_first)
+        assert base.draft is None and spec.draft == "tiny-draft"
+        assert base.output_ids == alone_base.output_ids == spec.output_ids == alone_spec.output_ids
+        assert [(r.drafted, r.n_accepted, r.next_token) for r in spec.rounds] == [
+            (r.drafted, r.n_accepted, r.next_token) for r in alone_spec.rounds]
+
+
+def test_a_runs_seconds_leave_out_the_other_runs_rounds(target, make_drafter):
+    alone = generate(target, None, PROMPT, SETTINGS)
+    base, spec = side_by_side(target, lambda: slow(make_drafter("tiny-draft")), PROMPT, SETTINGS)
+    naps = NAP * len(spec.rounds)
+    assert spec.seconds >= naps  # the slow drafter's run pays for its naps ...
+    assert base.seconds < alone.seconds + naps / 2, "... and the target alone, stepped between them, does not"
+    # every token arrives on its own run's clock: never after its run's end, in order
+    for run in (base, spec):
+        assert run.arrival_seconds == sorted(run.arrival_seconds) and run.arrival_seconds[-1] <= run.seconds
+
+
+def test_a_clock_paused_counts_nothing_until_it_resumes():
+    clock = Clock()
+    start = clock()
+    clock.pause()
+    time.sleep(0.05)
+    clock.resume()
+    assert clock() - start < 0.04
+    assert to_the_end(iter_with(3)) == "done"
+
+
+def iter_with(n: int):
+    for i in range(n):
+        yield i
+    return "done"
+
+
+def test_compare_times_every_pair_side_by_side(target, make_drafter):
+    c = compare(target, lambda: slow(make_drafter("tiny-draft")), PROMPT, SETTINGS, pairs=2, warm=False)
+    assert c.pairs == 2 and c.identical
+    assert all(b < s / 2 for b, s in zip(c.baseline_times, c.spec_times)), "no pair charged the naps to the target"
+    assert torch.is_grad_enabled()  # the loop's inference mode does not leak out of a paused run
