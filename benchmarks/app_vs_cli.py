@@ -14,9 +14,10 @@ In one script run, on one machine:
    is read beside each figure.
 
 Every browser of the script (the busy sessions' and the measuring tab's) runs under Linux's idle scheduling class
-(`chrt --idle 0`): in a workshop they run on the learners' own laptops, and only the server's work for them (page
-scripts, reruns, the Rounds replay's fragment) lands on the server, which runs at normal priority. (Plain `nice` does
-not hold: Chromium sets its own processes' priorities.) Needs Chromium (scripts/install.sh dev).
+(`chrt --idle 0`) and draws Streamlit's animations still: in a workshop they run on the learners' own laptops, and
+only the server's work for them (page scripts, reruns, the Rounds replay's fragment) lands on the server, which runs
+at normal priority. (Plain `nice` does not hold: Chromium sets its own processes' priorities.) Needs Chromium
+(scripts/install.sh dev).
 
     python benchmarks/app_vs_cli.py                      # N = 0, 4, 10; about 15 minutes on 2 cores
     python benchmarks/app_vs_cli.py --busy 4 --cli-runs 3
@@ -48,6 +49,21 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--
 SHOWN = re.compile(r"Measured speedup (\d+\.\d+)× \((\d+\.\d+)–(\d+\.\d+) over (\d+) pairs\)")
 OTHERS = re.compile(r"Other programs took up to (\d+)% of the machine's CPU meanwhile")
 BAND = (0.90, 1.10)
+# Every browser here draws Streamlit's animations still: on a learner's laptop their repaints cost the server nothing,
+# here they would be drawn in software on the server's own two cores (as the browser tests do, tests/browser).
+STILL = """
+document.addEventListener("DOMContentLoaded", () => {
+  const style = document.createElement("style");
+  style.textContent = "*, *::before, *::after { animation: none !important; transition: none !important; }";
+  document.head.appendChild(style);
+});
+"""
+
+
+def new_context(browser, height: int):
+    context = browser.new_context(viewport={"width": 1280, "height": height})
+    context.add_init_script(STILL)
+    return context
 
 
 # --- the cases: what the pages run by default, as command lines ------------------------------------------------
@@ -200,7 +216,7 @@ def measure_in_app(url: str, cases: tuple[str, ...] = ("rounds", "home", "walk")
 def _measure_cases(browser, url: str, cases: tuple[str, ...]) -> dict:
     out = {}
     for case in cases:
-        context = browser.new_context(viewport={"width": 1280, "height": 2000})
+        context = new_context(browser, 2000)
         page = context.new_page()
         if case == "home":
             page.goto(url)
@@ -231,7 +247,7 @@ def busy(url: str, sessions: int) -> None:
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        pages = [browser.new_context(viewport={"width": 1280, "height": 1400}).new_page() for _ in range(sessions)]
+        pages = [new_context(browser, 1400).new_page() for _ in range(sessions)]
         for page in pages:
             page.goto(url)
         step = 0

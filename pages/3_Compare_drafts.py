@@ -12,9 +12,8 @@ controls.page_intro(
     "Compare drafts — accuracy against cost",
     "The best draft is not the most accurate one: speedup needs a high acceptance α *and* a low cost c per "
     "drafted token, so a fast, weaker draft can beat a strong, slow one. Each drafter here runs on the same "
-    "prompts with the same γ and seed, timed in turn with the target alone, pair by pair. With a token tree (sidebar) "
-    "each "
-    "drafter also runs as a chain that verifies as many tokens, so you see what branching buys.",
+    "prompts with the same γ and seed, timed side by side with the target alone, pair by pair. With a token "
+    "tree (sidebar) each drafter also runs as a chain that verifies as many tokens, so you see what branching buys.",
 )
 
 room.room_bar(room.page_id(__file__))

@@ -76,8 +76,10 @@ st.write(
     "two different moments, and a busy moment during the target's run would flatter every speedup after it."
 )
 st.write(
-    "So SpecViz times the two **in turn, pair by pair** (A B, B A, A B …): a busy moment slows both runs of a "
-    "pair, and the pair's ratio still holds. The speedup shown is the **median** of the pairs' ratios, with their "
+    "So SpecViz times the two **side by side, pair by pair**: a round of the target alone, then a round of "
+    "speculative decoding, each on its own stopwatch (stopped while the other works), until both are done. A busy "
+    "spell then slows both runs of a pair alike, and the pair's ratio still holds. The speedup shown is the "
+    "**median** of the pairs' ratios, with their "
     "**range** as its spread, e.g. *1.17× (1.12–1.21 over 3 pairs)*. When the range is wider than 15% of the median "
     "the page says so, and shows the range instead of one confident figure."
 )

@@ -176,7 +176,7 @@ def measured_run(
         )
 
     def measure() -> Comparison:
-        with st.spinner(f"Timing {draft} (γ={settings.gamma}) and the target alone in turn, {pairs} pairs…"):
+        with st.spinner(f"Timing {draft} (γ={settings.gamma}) and the target alone side by side, {pairs} pairs…"):
             return run_job("compare", target=target, draft=draft, prompt=prompt, settings=settings, pairs=pairs)
 
     try:

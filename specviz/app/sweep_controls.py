@@ -57,7 +57,7 @@ def run(key: str, sweep: Sweep, job: str, describe: Callable[[Point], str], what
 def pairs_slider(key: str) -> int:
     """How many timed pairs each point gets: its speedup is their median, their range its spread."""
     return st.slider("Timed pairs per point", 1, 5, 2, key=f"{key}-pairs",
-                     help="Each point times the target alone and the drafter in turn this many times (A B, B A, …); "
+                     help="Each point times the target alone and the drafter side by side this many times; "
                           "its speedup is the median of the pairs' ratios and their range is shown as its spread. "
                           "More pairs: a steadier figure, a longer sweep.")
 

@@ -48,7 +48,7 @@ def speedup_value(c: Comparison) -> str:
 
 def speedup_help(c: Comparison) -> str:
     pairs = (
-        f"The target alone and the speculative run were timed in turn, {c.pairs} pairs (A B, B A, …); the speedup "
+        f"The target alone and the speculative run were timed side by side, {c.pairs} pairs; the speedup "
         "is the median of the pairs' ratios, the range their spread. "
         if c.pairs
         else "Timed once each, not in pairs. "
@@ -63,7 +63,7 @@ def spread_caption(c: Comparison) -> str:
     """One line under the cards: the speedup with its spread, said in words."""
     caption = (
         f"Measured speedup **{speedup_text(c)}**: "
-        "the target alone and speculative decoding timed in turn, pair by pair."
+        "the target alone and speculative decoding timed side by side, pair by pair."
     )
     if c.other_work:
         caption += f" Other programs took up to {max(c.other_work):.0%} of the machine's CPU meanwhile."
