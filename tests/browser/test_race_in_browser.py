@@ -39,8 +39,15 @@ def watch(page, seconds: float) -> list[list[dict]]:
 
 
 def speed(page, label: str) -> None:
-    """Pick a race speed (a segmented control) and wait for the page to redraw the race."""
+    """Pick a race speed (a segmented control) and wait for the page to redraw the race at that speed.
+
+    Waiting for the script alone is not enough: the click's rerun may not have begun when the page first looks idle,
+    and a race watched then is the old one, which the new race replaces from its first token.
+    """
     page.locator('[data-testid="stButtonGroup"]').get_by_text(label, exact=True).click()
+    wait_idle(page)
+    frame = page.frame_locator('iframe[title="st.iframe"]').first
+    expect(frame.locator(".race-top")).to_contain_text(f"replayed at {label}")
     wait_idle(page)
 
 
