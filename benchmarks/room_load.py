@@ -1,6 +1,6 @@
 """Room load for a class: N learners press Run on Home at once on one room-mode server (the README's figures).
 
-Runs the browser test tests/browser/test_room_load.py with SPECVIZ_LOAD_SESSIONS=N (the test itself opens 6,
+Runs the browser test tests/browser/test_room_load.py with SPECVIZ_LOAD_SESSIONS=N (the test itself opens 4,
 enough to check the behaviour) and prints what it measured in both of its cases: every learner with its own
 prompt (each run measured, one at a time, in a visible line) and every learner pressing Run on the same settings
 (one measurement, shared). For each: time to the first and last result, peak and idle server RSS, the places in
