@@ -73,6 +73,13 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
+@pytest.fixture()
+def one_pair(monkeypatch):
+    """The app times each measured run in one pair with the target alone (SPECVIZ_PAIRS=1): for page tests about
+    what a run shows, not about the pairing (tests/app/test_page_rounds.py checks the default of 3)."""
+    monkeypatch.setenv("SPECVIZ_PAIRS", "1")
+
+
 @pytest.fixture(scope="module")
 def one_thread():
     """Torch on one thread for a module: the models are tiny, so extra threads only add overhead, and

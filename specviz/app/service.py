@@ -22,9 +22,9 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from ..comparison import Comparison
-from ..config import Decoding
+from ..config import ConfigError, Decoding
 from ..drafters import learns_across_runs
-from ..lab.measure import PAIRS
+from ..lab.measure import MAX_PAIRS, PAIRS
 from ..models import DEFAULT_TARGET
 from ..prompts import check_prompt
 from ..worker.process import Cancelled, Worker
@@ -52,6 +52,20 @@ class RunService:
 
 
 SERVER_NICE = int(os.environ.get("SPECVIZ_SERVER_NICE", "10"))  # the web server's niceness once its worker runs
+PAIRS_ENV = "SPECVIZ_PAIRS"
+
+
+def app_pairs() -> int:
+    """How many timed pairs a measured run gets on this server: SPECVIZ_PAIRS (1 to MAX_PAIRS), else PAIRS.
+
+    A presenter on a slow machine may trade the spread's steadiness for shorter waits (2 pairs); the test servers
+    use 1 where the pairing itself is not under test. A value out of range is refused with a clear message."""
+    raw = os.environ.get(PAIRS_ENV, "").strip()
+    if not raw:
+        return PAIRS
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_PAIRS:
+        raise ConfigError(f"{PAIRS_ENV} must be a whole number from 1 to {MAX_PAIRS}, got {raw!r}")
+    return int(raw)
 
 
 def new_service() -> RunService:
@@ -156,14 +170,15 @@ def run_job(job: str, on_event: Callable[[Any], None] | None = None, **kwargs) -
 
 # --- measured runs, shared between sessions -------------------------------------------------------------
 def measured_run(
-    target: str, draft: str, prompt: str, settings: Decoding, fresh: bool = False, pairs: int = PAIRS
+    target: str, draft: str, prompt: str, settings: Decoding, fresh: bool = False, pairs: int | None = None
 ) -> Comparison:
-    """A speculative run timed in `pairs` pairs with the target alone, in the worker.
+    """A speculative run timed in `pairs` pairs with the target alone (by default `app_pairs()`), in the worker.
 
     An identical run (same target, drafter, prompt, settings, seed, pairs and what the drafter has learned) measured
     on this server before is served from that measurement; one being measured is joined. `fresh` measures it again.
     """
     check_prompt(prompt)  # before waiting in line for nothing
+    pairs = pairs or app_pairs()
     svc = service()
     key = run_key(target, draft, prompt, settings, pairs, drafter_state=svc.learned(draft, prompt, settings.chat))
     note = st.empty()

@@ -45,3 +45,21 @@ def test_damaged_export_is_refused(damaged):
     with pytest.raises(SpecVizError) as info:
         load_export(Upload(damaged))
     assert "export" in str(info.value) or "version" in str(info.value)
+
+
+@pytest.mark.parametrize("value", ["0", "10", "two", "-1", "1.5"])
+def test_a_server_told_a_bad_number_of_pairs_says_so(monkeypatch, value):
+    from specviz.app import service
+
+    monkeypatch.setenv(service.PAIRS_ENV, value)
+    with pytest.raises(SpecVizError) as info:
+        service.app_pairs()
+    assert "SPECVIZ_PAIRS must be a whole number from 1 to 9" in str(info.value)
+
+
+@pytest.mark.parametrize(("value", "pairs"), [("", 3), ("1", 1), (" 2 ", 2), ("9", 9)])
+def test_a_server_times_runs_in_the_pairs_it_was_told(monkeypatch, value, pairs):
+    from specviz.app import service
+
+    monkeypatch.setenv(service.PAIRS_ENV, value)
+    assert service.app_pairs() == pairs

@@ -123,7 +123,7 @@ def test_rounds_auto_replay_plays_and_pauses(monkeypatch):
 
 
 @pytest.mark.slow
-def test_run_it_live_replaces_the_recording_for_this_session():
+def test_run_it_live_replaces_the_recording_for_this_session(one_pair):
     at = lesson_page(step=2)
     recorded = recordings.load().runs["main"]
     question_before = at.radio[0].key

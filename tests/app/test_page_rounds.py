@@ -14,7 +14,7 @@ def _html(at) -> str:
     return "".join(h.proto.body for h in at.get("html"))
 
 
-def test_home_shows_the_recorded_run_and_runs_live():
+def test_home_shows_the_recorded_run_and_runs_live(one_pair):
     at = AppTest.from_file("../../app.py", default_timeout=300).run()
     assert not at.exception
     assert "sv-accepted" in _html(at) and "sv-resampled" in _html(at)  # the recorded run, before any model call
@@ -60,7 +60,7 @@ def test_rounds_run_replay_and_bad_input_keeps_results():
     assert at.session_state["rounds-result"] is again
 
 
-def test_rounds_draws_a_token_tree_and_its_mask():
+def test_rounds_draws_a_token_tree_and_its_mask(one_pair):
     at = AppTest.from_file("../../pages/1_Rounds.py", default_timeout=300).run()
     at.selectbox(key="rounds-draft").set_value("smol-head-8k")
     at.slider(key="rounds-maxnew").set_value(16)

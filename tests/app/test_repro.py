@@ -88,7 +88,7 @@ def rounds_page_run(seed: int, at: AppTest | None = None):
 
 
 @pytest.mark.slow
-def test_rounds_page_same_seed_same_tokens_and_rounds():
+def test_rounds_page_same_seed_same_tokens_and_rounds(one_pair):
     at, first = rounds_page_run(seed=3)
     _, again = rounds_page_run(seed=3)  # another session, same settings
     assert first.output_ids == again.output_ids and first.text == again.text

@@ -26,7 +26,7 @@ def shared_notes(at: AppTest) -> list[str]:
     return [i.value for i in at.info if i.value.startswith("Shared measurement")]
 
 
-def test_an_identical_run_is_served_shared_and_a_fresh_one_is_measured_again():
+def test_an_identical_run_is_served_shared_and_a_fresh_one_is_measured_again(one_pair):
     service.service().shared = SharedRuns()  # nothing measured yet on this server
     first = home_run()
     assert shared_notes(first) == []  # it measured its own run

@@ -71,9 +71,17 @@ def browser_context_args(browser_context_args):
     return {**browser_context_args, "viewport": {"width": 1280, "height": 2000}}
 
 
+# Timed pairs per measured run on the test servers (SPECVIZ_PAIRS): one where a test is about what a page shows
+# and how sessions share a server, not about the pairing, which core and AppTest tests check at the app's default of
+# 3 and the session server's pages show over 2. The benchmarks that start a server time runs as the app does.
+QUICK_PAIRS = 1
+
+
 @contextlib.contextmanager
-def serve(env: dict | None = None, log_name: str = "streamlit.log"):
-    """A Streamlit server for app.py on a free port, yielding (url, process); terminated afterwards."""
+def serve(env: dict | None = None, log_name: str = "streamlit.log", pairs: int | None = None):
+    """A Streamlit server for app.py on a free port, yielding (url, process); terminated afterwards.
+
+    `pairs`: the timed pairs of each measured run (SPECVIZ_PAIRS); None leaves the app's default."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -100,7 +108,7 @@ def serve(env: dict | None = None, log_name: str = "streamlit.log"):
         cwd=ROOT,
         stdout=log,
         stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **({"SPECVIZ_PAIRS": str(pairs)} if pairs else {}), **(env or {})},
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -126,12 +134,12 @@ def serve(env: dict | None = None, log_name: str = "streamlit.log"):
 
 @pytest.fixture(scope="session")
 def app_url():
-    with serve() as (url, _):
+    with serve(pairs=2) as (url, _):  # two pairs: a median and a spread to show, in two thirds of the default's time
         yield url
 
 
 @contextlib.contextmanager
 def streamlit_server(log_name: str = "streamlit.log"):
     """A server of its own for a test module; its URL."""
-    with serve(log_name=log_name) as (url, _):
+    with serve(log_name=log_name, pairs=QUICK_PAIRS) as (url, _):
         yield url

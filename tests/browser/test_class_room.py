@@ -9,7 +9,7 @@ import re
 from urllib.parse import quote
 
 import pytest
-from conftest import serve
+from conftest import QUICK_PAIRS, serve
 from playwright.sync_api import expect
 
 from browser_helpers import press, screenshot, wait_idle
@@ -34,7 +34,7 @@ def contexts():
 def class_url(tmp_path_factory):
     store = tmp_path_factory.mktemp("class") / "class.sqlite3"
     env = {"SPECVIZ_ROOM": "1", "SPECVIZ_PRESENTER_KEY": KEY, "SPECVIZ_CLASS_STORE": str(store)}
-    with serve(env, "streamlit-class.log") as (url, _):
+    with serve(env, "streamlit-class.log", QUICK_PAIRS) as (url, _):
         yield url
 
 

@@ -28,7 +28,7 @@ def test_home_shows_recorded_run_then_a_live_one(page, app_url):
 
 
 def test_rounds_page_runs_and_replays(page, app_url):
-    page.goto(f"{app_url}/Rounds?max_new=16")  # 3 pairs of 16 tokens: the pairing, not the model, is under test
+    page.goto(f"{app_url}/Rounds?max_new=16")  # 2 pairs of 16 tokens: the pairing, not the model, is under test
     wait_idle(page)
     expect(page.get_by_text("Showing a run recorded by the project")).to_be_visible()
     started = time.perf_counter()
@@ -36,12 +36,12 @@ def test_rounds_page_runs_and_replays(page, app_url):
     expect(page.get_by_text("Identical to the target alone")).to_be_visible(timeout=300_000)
     wait_idle(page)
     expect(page.get_by_text("Showing a run recorded by the project")).to_have_count(0)
-    # The speedup with its spread: the median of 3 timed pairs and their range.
-    spread = page.get_by_text(re.compile(r"Measured speedup \d+\.\d\d× \(\d+\.\d\d–\d+\.\d\d over 3 pairs\)"))
+    # The speedup with its spread: the median of the 2 timed pairs and their range.
+    spread = page.get_by_text(re.compile(r"Measured speedup \d+\.\d\d× \(\d+\.\d\d–\d+\.\d\d over 2 pairs\)"))
     expect(spread).to_be_visible()
     card = page.locator('[data-testid="stMetric"]').filter(has_text="speedup").first.inner_text()
     assert re.search(r"\d+\.\d\d(–\d+\.\d\d)?×", card), card
-    # Press Run -> a rendered 16-token Rounds view (3 timed pairs), kept for the notes.
+    # Press Run -> a rendered 16-token Rounds view (2 timed pairs), kept for the notes.
     keep_figures("rounds_run_seconds", {"seconds": time.perf_counter() - started})
     for status, colour in (("accepted", GREEN), ("resampled", ORANGE)):
         assert background(page, status) == colour

@@ -7,7 +7,7 @@ shows, whether it has crossed its finish line) while it plays.
 import time
 
 import pytest
-from conftest import serve
+from conftest import QUICK_PAIRS, serve
 from playwright.sync_api import expect
 
 from specviz import race
@@ -107,7 +107,7 @@ def test_rounds_races_a_live_run_against_the_target_alone(page, app_url):
 
 @pytest.fixture(scope="module")
 def room_url():
-    with serve({"SPECVIZ_ROOM": "1", "SPECVIZ_PRESENTER_KEY": KEY}, "streamlit-race-room.log") as (url, _):
+    with serve({"SPECVIZ_ROOM": "1", "SPECVIZ_PRESENTER_KEY": KEY}, "streamlit-race-room.log", QUICK_PAIRS) as (url, _):
         yield url
 
 

@@ -9,7 +9,7 @@ import time
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from conftest import serve
+from conftest import QUICK_PAIRS, serve
 from playwright.sync_api import expect
 
 from specviz.app.lesson.steps import STEPS
@@ -25,7 +25,7 @@ FOLLOW_TIMEOUT = 30_000
 
 @pytest.fixture(scope="module")
 def room_url():
-    with serve({"SPECVIZ_ROOM": "1", "SPECVIZ_PRESENTER_KEY": KEY}, "streamlit-room.log") as (url, _):
+    with serve({"SPECVIZ_ROOM": "1", "SPECVIZ_PRESENTER_KEY": KEY}, "streamlit-room.log", QUICK_PAIRS) as (url, _):
         yield url
 
 
