@@ -33,6 +33,7 @@ LINK = [
     links.Param("ds-answer", "answer", int, choices=lambda: range(16, 129, 16)),
     links.Param("ds-steps", "steps", int, choices=lambda: range(10, 601, 10)),
     links.Param("ds-eval", "eval", int, limits=(1, 12)),
+    links.Param("ds-race-tokens", "race", int, choices=lambda: quick.RACE_TOKENS),
 ]
 links.restore(LINK)
 
@@ -76,6 +77,8 @@ with st.sidebar:
     answer_tokens = st.slider("Answer length (tokens)", 16, 128, 48, 16, key="ds-answer")
     steps = st.slider("Training steps", 10, 600, 60, 10, key="ds-steps")
     eval_prompts = st.slider("Evaluation prompts per workload", 1, 12, 1, key="ds-eval")
+    race_tokens = st.select_slider("Race length (new tokens per prompt)", quick.RACE_TOKENS, 32, key="ds-race-tokens",
+                                   help="Longer races give steadier speedups and take longer")
     head = kind == "draft head"
     rivals = st.multiselect(
         "Race against",
@@ -94,7 +97,8 @@ state = st.session_state
 def distil(job: str, cfg, what: str) -> None:
     """Train in the measurement worker (it owns the target), drawing the loss curve as the steps come."""
     losses: list[dict] = []
-    state["ds-result"] = {"name": name, "losses": losses, "evaluation": None, "gamma": 3 if head else 4}
+    state["ds-result"] = {"name": name, "losses": losses, "evaluation": None, "gamma": 3 if head else 4,
+                          "race_tokens": race_tokens}
     status = st.status("Waiting for the measurement worker…")
     bar, curve = st.progress(0.0, text="Training…"), st.empty()
 
@@ -110,7 +114,7 @@ def distil(job: str, cfg, what: str) -> None:
 
     with controls.error_box(what):
         state["ds-result"]["evaluation"] = service.run_job(job, on_event, cfg=cfg, per_category=eval_prompts,
-                                                           rivals=rivals)
+                                                           rivals=rivals, race_tokens=race_tokens)
         status.update(label=f"Trained {name}", state="complete")
 
 
@@ -138,6 +142,7 @@ if not result:
 if result["losses"]:
     st.plotly_chart(training_charts.training_figure(result["losses"], result["name"]), key="ds-loss")
 if result["evaluation"]:
-    st.subheader(f"Against its rivals (greedy, γ={result['gamma']}, 32 tokens, evaluation prompts)")
+    st.subheader(f"Against its rivals (greedy, γ={result['gamma']}, {result['race_tokens']} tokens, "
+                 "evaluation prompts)")
     st.dataframe(training_charts.race_table(result["evaluation"]), hide_index=True)
     st.success(f"**{result['name']}** is saved in {user_drafts_dir()} and now appears in every draft picker.")

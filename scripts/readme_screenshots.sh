@@ -8,6 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SHOTS=artifacts/screenshots
 rm -rf "$SHOTS"  # no stale picture from an earlier run can be copied
+export SPECVIZ_TEST_PAIRS=3  # the pictures show runs timed as the app times them (the tests alone time one pair)
 CLASS_PICTURES="class_tally:class_tally_presenter class_leaderboard"
 if [ "${1:-}" = class ]; then
   "${PYTHON:-python3}" -m pytest -q -p no:randomly tests/browser/test_class_room.py

@@ -16,6 +16,8 @@ from .distill import DistillConfig, generate_data, save_draft, train
 from .evaluate import measure_drafts
 from .train_head import HeadConfig
 
+RACE_TOKENS = (16, 32, 64, 128)  # the new tokens per evaluation prompt a race may run
+
 
 def small_head_config(name: str, steps: int, samples: int, per_category: int, answer_tokens: int,
                 documents: int) -> HeadConfig:
@@ -62,14 +64,14 @@ def _rivals(names: list[str] | None, head: bool) -> list[str | Path]:
 
 
 def race_head(folder: Path, target: LoadedModel, per_category: int,
-              rivals: list[str] | None = None) -> dict[str, dict]:
-    """The new head, alone and behind n-gram lookup, against its rivals (greedy, γ=3, 32 tokens)."""
+              rivals: list[str] | None = None, tokens: int = 32) -> dict[str, dict]:
+    """The new head, alone and behind n-gram lookup, against its rivals (greedy, γ=3, `tokens` new tokens)."""
     return measure_drafts([folder, f"ngram+head:{folder}", *_rivals(rivals, head=True)], target,
-                          eval_prompts(per_category), Decoding(gamma=3, max_new_tokens=32), progress=False)
+                          eval_prompts(per_category), Decoding(gamma=3, max_new_tokens=tokens), progress=False)
 
 
 def race_draft(folder: Path, target: LoadedModel, per_category: int,
-               rivals: list[str] | None = None) -> dict[str, dict]:
-    """The new draft against its rivals (greedy, γ=4, 32 tokens)."""
+               rivals: list[str] | None = None, tokens: int = 32) -> dict[str, dict]:
+    """The new draft against its rivals (greedy, γ=4, `tokens` new tokens)."""
     return measure_drafts([folder, *_rivals(rivals, head=False)], target, eval_prompts(per_category),
-                          Decoding(gamma=4, max_new_tokens=32), progress=False)
+                          Decoding(gamma=4, max_new_tokens=tokens), progress=False)

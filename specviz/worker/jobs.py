@@ -112,7 +112,7 @@ def record_lab(ctx: Context, target: str, setup) -> Any:
     return recordings.record_lab(ctx.load(target), setup, ctx.load, on_run=lambda i, n: ctx.emit(("progress", i, n)))
 
 
-def distil_head(ctx: Context, cfg, per_category: int, rivals: list[str] | None = None) -> dict:
+def distil_head(ctx: Context, cfg, per_category: int, rivals: list[str] | None = None, race_tokens: int = 32) -> dict:
     """The Distil page's small head: ("say", text) and ("step", row) while it trains, then its race."""
     from ..training import quick, train_head
 
@@ -120,10 +120,10 @@ def distil_head(ctx: Context, cfg, per_category: int, rivals: list[str] | None =
     folder = train_head.train_head(cfg, target, progress=False, say=lambda text: ctx.emit(("say", text)),
                                    on_step=lambda row: ctx.emit(("step", row)))
     ctx.emit(("say", "Racing the new head against its rivals on evaluation prompts…"))
-    return quick.race_head(folder, target, per_category, rivals)
+    return quick.race_head(folder, target, per_category, rivals, race_tokens)
 
 
-def distil_draft(ctx: Context, cfg, per_category: int, rivals: list[str] | None = None) -> dict:
+def distil_draft(ctx: Context, cfg, per_category: int, rivals: list[str] | None = None, race_tokens: int = 32) -> dict:
     """The Distil page's small draft: ("say", text) and ("step", row) while it trains, then its race."""
     from ..training import quick
 
@@ -133,7 +133,7 @@ def distil_draft(ctx: Context, cfg, per_category: int, rivals: list[str] | None 
     ctx.emit(("say", f"Data: {len(data.sequences)} answers, {data.answer_tokens:,} tokens"))
     folder = quick.train_draft(cfg, target, data, lambda row: ctx.emit(("step", row)))
     ctx.emit(("say", "Racing the new draft against its rivals on evaluation prompts…"))
-    return quick.race_draft(folder, target, per_category, rivals)
+    return quick.race_draft(folder, target, per_category, rivals, race_tokens)
 
 
 JOBS: dict[str, Callable[..., Any]] = {

@@ -2,8 +2,8 @@
 
 The page always distils for the embedded SmolLM2 target, so this is slow: the target answers 14
 training prompts (2 per workload, 16 tokens), a 1-layer, 64-wide draft trains for 10 steps, and the
-race measures it against one rival the test picks (ngram) on 7 evaluation prompts. Everything the page writes
-(data, checkpoints, the new draft) goes to a temporary SPECVIZ_CACHE, never to ~/.cache/specviz;
+race measures it against one rival the test picks (ngram) on 7 evaluation prompts, 16 tokens each. Everything
+the page writes (data, checkpoints, the new draft) goes to a temporary SPECVIZ_CACHE, never to ~/.cache/specviz;
 only the converted target is reused from the real cache, through a symlink.
 """
 
@@ -56,6 +56,7 @@ def test_distil_page_trains_races_and_adds_the_draft_to_every_picker(cache):
     at.slider(key="ds-answer").set_value(16)
     at.slider(key="ds-steps").set_value(10)
     at.slider(key="ds-eval").set_value(1)
+    at.select_slider(key="ds-race-tokens").set_value(16)  # a short race: the page's flow, not the figure, is under test
     assert at.multiselect(key="ds-rivals-draft").value == ["smol-draft-1l128", "smol-draft-2l256"]  # its own kind
     at.multiselect(key="ds-rivals-draft").set_value(["ngram"])  # one cheap rival: the race in seconds
     at.run()
@@ -75,6 +76,7 @@ def test_distil_page_trains_races_and_adds_the_draft_to_every_picker(cache):
     assert all(0 <= y <= 1 for y in values(agreement, "y"))
 
     # The race against the rival picked, and the draft saved in the (temporary) user drafts folder.
+    assert any("16 tokens" in h.value for h in at.subheader)
     table = at.dataframe[0].value
     assert table["draft"].tolist() == [NAME, "ngram"]
     assert (table["measured speedup"] > 0).all() and table["α"].between(0, 1).all()
@@ -100,6 +102,7 @@ def test_distil_page_trains_a_draft_head_with_a_live_curve_and_races_it(cache):
     at.slider(key="ds-answer").set_value(16)
     at.slider(key="ds-steps").set_value(10)
     at.slider(key="ds-eval").set_value(1)
+    at.select_slider(key="ds-race-tokens").set_value(16)
     assert "ngram" in at.multiselect(key="ds-rivals-head").value
     at.multiselect(key="ds-rivals-head").set_value([])  # the head alone and behind ngram: no rival to wait for
     at.run()

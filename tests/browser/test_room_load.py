@@ -38,8 +38,6 @@ from playwright.sync_api import expect
 from browser_helpers import ARTIFACTS, keep_figures, screenshot, wait_idle
 
 SESSIONS = int(os.environ.get("SPECVIZ_LOAD_SESSIONS", 4))  # benchmarks/room_load.py: 30
-# The test times each run in one pair (its queue, not the pairing, is under test); the benchmark as the app does.
-PAIRS = None if "SPECVIZ_LOAD_SESSIONS" in os.environ else QUICK_PAIRS
 # The server holds one SmolLM2-135M target (~0.6 GB in fp32 with torch around it) whatever the room's
 # size; twenty sessions add their pages' state and results, a few MB each. 2 GiB leaves room for the
 # allocator and fails if sessions were to copy models or keep growing.
@@ -176,7 +174,7 @@ def _keep(case: str, figures: dict) -> None:
 def test_sessions_with_differing_settings_queue_and_all_get_their_result(browser):
     queries = [f"max_new=16&prompt={quote(f'Learner {i}: explain speculative decoding in one short paragraph.')}"
                for i in range(SESSIONS)]
-    with serve({"SPECVIZ_ROOM": "1"}, "streamlit-load.log", PAIRS) as (url, server):
+    with serve({"SPECVIZ_ROOM": "1"}, "streamlit-load.log", QUICK_PAIRS) as (url, server):
         def last_learner_waits(pages):
             expect(pages[-1].get_by_text("in the line")).to_be_visible(timeout=30_000)
             screenshot(pages[-1], "room_load_waiting")  # what the last learner sees while the others run
@@ -205,7 +203,7 @@ def test_sessions_with_differing_settings_queue_and_all_get_their_result(browser
 
 
 def test_identical_presses_share_one_measurement(browser):
-    with serve({"SPECVIZ_ROOM": "1"}, "streamlit-load-identical.log", PAIRS) as (url, server):
+    with serve({"SPECVIZ_ROOM": "1"}, "streamlit-load-identical.log", QUICK_PAIRS) as (url, server):
         pages, notes, shared, figures = _press_run_at_once(browser, url, server, ["max_new=16"] * SESSIONS)
         # one session measured the run; every other one was served it, labelled shared, and none queued
         assert shared.count(False) == 1, f"{shared.count(False)} sessions measured the same run themselves"
