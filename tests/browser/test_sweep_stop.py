@@ -13,9 +13,11 @@ def test_stop_mid_sweep_keeps_the_points_done(page, app_url):
     page.goto(f"{app_url}/Draft_length")
     wait_idle(page)
     press(page, "Max new tokens", "Home")
-    # 64 tokens a run, γ 1..8 with n-gram lookup: 8 points of a few seconds each on a quiet CPU, so the sweep is
-    # still running when Stop is pressed (at 32 tokens a quiet machine finished all 8 before the test saw "2 of 8").
+    # 64 tokens a run, γ 1..8 with n-gram lookup, one timed pair a point: 8 points of a few seconds each on a quiet
+    # CPU, so the sweep is still running when Stop is pressed (at 32 tokens a quiet machine finished all 8 before the
+    # test saw "2 of 8").
     press(page, "Max new tokens", "ArrowRight", times=7)
+    press(page, "Timed pairs per point", "Home")  # one pair a point: the stop, not the spread, is under test
     page.locator(".st-key-dl-run button").first.click()
     expect(page.locator('[data-testid="stProgress"]')).to_contain_text(re.compile(r"[2-6] of 8"), timeout=300_000)
     page.locator(".st-key-dl-stop button").first.click()  # not the toolbar's own Stop
