@@ -23,9 +23,10 @@ def tally_figure(tally: Tally, answer: int | None = None) -> go.Figure:
     texts = [f"{n} ({tally.share(i):.0%})" if n else "0" for i, n in enumerate(tally.counts)]
     fig = go.Figure()
     fig.add_bar(y=labels, x=list(tally.counts), orientation="h", text=texts, textposition="outside",
-                marker_color=colours, name="answers")
+                marker_color=colours, name="answers", cliponaxis=False)
     fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(rangemode="tozero", dtick=1 if tally.total <= 10 else None)
+    # room to the right of the longest bar for its count and share, which are written after it
+    fig.update_xaxes(range=[0, 1.3 * max((1, *tally.counts))], dtick=1 if tally.total <= 10 else None)
     people = f"{tally.total} answer{'s' if tally.total != 1 else ''}"
     fig = _layout(fig, f"The room's predictions: {people}", "learners", "", height=140 + 40 * len(labels))
     fig.update_layout(showlegend=False)
