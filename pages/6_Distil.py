@@ -77,7 +77,8 @@ with st.sidebar:
     answer_tokens = st.slider("Answer length (tokens)", 16, 128, 48, 16, key="ds-answer")
     steps = st.slider("Training steps", 10, 600, 60, 10, key="ds-steps")
     eval_prompts = st.slider("Evaluation prompts per workload", 1, 12, 1, key="ds-eval")
-    race_tokens = st.select_slider("Race length (new tokens per prompt)", quick.RACE_TOKENS, 32, key="ds-race-tokens",
+    race_tokens = st.select_slider("Race length (new tokens per prompt)", quick.RACE_TOKENS, quick.RACE_DEFAULT,
+                                   key="ds-race-tokens",
                                    help="Longer races give steadier speedups and take longer")
     head = kind == "draft head"
     rivals = st.multiselect(

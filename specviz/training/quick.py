@@ -17,6 +17,7 @@ from .evaluate import measure_drafts
 from .train_head import HeadConfig
 
 RACE_TOKENS = (16, 32, 64, 128)  # the new tokens per evaluation prompt a race may run
+RACE_DEFAULT = 32
 
 
 def small_head_config(name: str, steps: int, samples: int, per_category: int, answer_tokens: int,
@@ -64,14 +65,14 @@ def _rivals(names: list[str] | None, head: bool) -> list[str | Path]:
 
 
 def race_head(folder: Path, target: LoadedModel, per_category: int,
-              rivals: list[str] | None = None, tokens: int = 32) -> dict[str, dict]:
+              rivals: list[str] | None = None, tokens: int = RACE_DEFAULT) -> dict[str, dict]:
     """The new head, alone and behind n-gram lookup, against its rivals (greedy, γ=3, `tokens` new tokens)."""
     return measure_drafts([folder, f"ngram+head:{folder}", *_rivals(rivals, head=True)], target,
                           eval_prompts(per_category), Decoding(gamma=3, max_new_tokens=tokens), progress=False)
 
 
 def race_draft(folder: Path, target: LoadedModel, per_category: int,
-               rivals: list[str] | None = None, tokens: int = 32) -> dict[str, dict]:
+               rivals: list[str] | None = None, tokens: int = RACE_DEFAULT) -> dict[str, dict]:
     """The new draft against its rivals (greedy, γ=4, `tokens` new tokens)."""
     return measure_drafts([folder, *_rivals(rivals, head=False)], target, eval_prompts(per_category),
                           Decoding(gamma=4, max_new_tokens=tokens), progress=False)

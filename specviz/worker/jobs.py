@@ -112,7 +112,7 @@ def record_lab(ctx: Context, target: str, setup) -> Any:
     return recordings.record_lab(ctx.load(target), setup, ctx.load, on_run=lambda i, n: ctx.emit(("progress", i, n)))
 
 
-def distil_head(ctx: Context, cfg, per_category: int, rivals: list[str] | None = None, race_tokens: int = 32) -> dict:
+def distil_head(ctx: Context, cfg, per_category: int, rivals: list[str] | None = None, *, race_tokens: int) -> dict:
     """The Distil page's small head: ("say", text) and ("step", row) while it trains, then its race."""
     from ..training import quick, train_head
 
@@ -123,7 +123,7 @@ def distil_head(ctx: Context, cfg, per_category: int, rivals: list[str] | None =
     return quick.race_head(folder, target, per_category, rivals, race_tokens)
 
 
-def distil_draft(ctx: Context, cfg, per_category: int, rivals: list[str] | None = None, race_tokens: int = 32) -> dict:
+def distil_draft(ctx: Context, cfg, per_category: int, rivals: list[str] | None = None, *, race_tokens: int) -> dict:
     """The Distil page's small draft: ("say", text) and ("step", row) while it trains, then its race."""
     from ..training import quick
 
