@@ -24,11 +24,13 @@ Figures go to artifacts/class_load.json and are printed; the script exits non-ze
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sqlite3
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from urllib.parse import quote
@@ -36,6 +38,7 @@ from urllib.parse import quote
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "browser")]
 
+import psutil  # noqa: E402
 from conftest import CHROMIUM, serve  # noqa: E402
 from playwright.sync_api import expect, sync_playwright  # noqa: E402
 
@@ -71,6 +74,61 @@ document.addEventListener("DOMContentLoaded", () => {
   document.head.appendChild(style);
 });
 """
+
+
+class CpuTrail:
+    """Where the CPU goes, sampled twice a second by a thread of normal priority: the web server, its measurement
+    worker, the browsers (Chromium and Playwright's driver) and anything else on the machine (core-seconds)."""
+
+    def __init__(self, server: psutil.Process, every: float = 0.5):
+        self.server, self.every = server, every
+        self.samples: list[tuple[float, dict]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> CpuTrail:
+        self._thread.start()  # before this process enters the idle class: the thread keeps normal priority
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def now(self) -> dict:
+        whole = psutil.cpu_times()
+        out = {"server": 0.0, "worker": 0.0, "browsers": 0.0, "machine": whole.user + whole.system + whole.nice}
+        with contextlib.suppress(psutil.Error):
+            out["server"] = sum(self.server.cpu_times()[:2])
+            for child in self.server.children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    out["worker"] += sum(child.cpu_times()[:2])
+        for proc in psutil.process_iter(["name"]):
+            if any(name in (proc.info["name"] or "") for name in ("chrom", "node")):
+                with contextlib.suppress(psutil.Error):
+                    out["browsers"] += sum(proc.cpu_times()[:2])
+        return out
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append((time.time(), self.now()))
+            self._stop.wait(self.every)
+
+    def between(self, start: float, end: float) -> dict:
+        """Core-seconds each spent from `start` to `end`, and the seconds the worker was busy (over half a core)."""
+        inside = [(t, s) for t, s in self.samples if start <= t <= end]
+        if len(inside) < 2:
+            return {}
+        (t0, first), (t1, last) = inside[0], inside[-1]
+        used = {k: round(last[k] - first[k], 1) for k in first}
+        used["other"] = round(max(0.0, used.pop("machine") - used["server"] - used["worker"] - used["browsers"]), 1)
+        busy = [(a[0], b[0]) for a, b in zip(inside, inside[1:])
+                if (b[1]["worker"] - a[1]["worker"]) / max(1e-6, b[0] - a[0]) > 0.5]
+        return {"seconds": round(t1 - t0, 1), "core_seconds": used,
+                "worker_busy_s": round(sum(b - a for a, b in busy), 1),
+                "worker_first_busy_after_s": round(busy[0][0] - start, 1) if busy else None}
+
+
+TRAIL: CpuTrail | None = None
 
 
 def learners(browser, n: int, url: str) -> list:
@@ -151,6 +209,7 @@ def challenge_case(browser, url: str, n: int, store: Path) -> dict:
     alone.get_by_role("button", name="Run my entry").click()
     expect(alone.get_by_text("Entered: ")).to_be_visible(timeout=300_000)
     one_run_s = time.time() - began  # click to result, as a learner sees it
+    alone_cpu = TRAIL.between(began, time.time()) if TRAIL else {}
     close([alone])
 
     pages = []
@@ -176,6 +235,8 @@ def challenge_case(browser, url: str, n: int, store: Path) -> dict:
     goal = len(SETTINGS) * one_run_s + 60
     figures = {"sessions": n, "distinct_settings": len(SETTINGS), "max_new_tokens": 16,
                "one_measured_run_s": round(one_run_s, 1), "goal_s": round(goal, 1),
+               "one_run_cpu": alone_cpu,
+               "challenge_cpu": TRAIL.between(started, last_stored) if TRAIL else {},
                "seconds_to_first_entry": round(done[0], 1),
                "seconds_to_complete_leaderboard": round(last_stored - started, 1),
                "seconds_until_the_last_browser_showed_its_entry": round(done[-1], 1),
@@ -203,14 +264,18 @@ def main() -> None:
     args = ap.parse_args()
     store = Path(tempfile.mkdtemp(prefix="specviz-class-load-")) / "class.sqlite3"
     env = {"SPECVIZ_ROOM": "1", "SPECVIZ_PRESENTER_KEY": KEY, "SPECVIZ_CLASS_STORE": str(store)}
-    with serve(env, "streamlit-class-load.log") as (url, _):
+    global TRAIL
+    with serve(env, "streamlit-class-load.log") as (url, server):
+        TRAIL = CpuTrail(psutil.Process(server.pid)).start()
         # From here on this process and what it starts (Playwright, the browsers) run in Linux's idle scheduling
         # class: in a class the learners' browsers run on their own laptops, not on the server's two cores. The
         # server and its worker, started above, keep their priority.
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
         with sync_playwright() as pw:
             figures = _both_cases(pw, url, args.sessions, store)
+    TRAIL.stop()
     keep_figures("class_load", figures)
+    keep_figures("class_load_cpu_trail", {"samples": TRAIL.samples})  # (time, core-seconds so far) twice a second
     print(json.dumps(figures, indent=1))
     a, c = figures["answers"], figures["challenge"]
     problems = []

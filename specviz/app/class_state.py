@@ -20,7 +20,7 @@ from ..classroom.store import ClassStore
 from ..models import cache_dir
 
 STORE_ENV = "SPECVIZ_CLASS_STORE"
-LIVE_S = 2.0  # how often a tally or a leaderboard on screen reads the store again (a class of 30: 15 reads/s)
+LIVE_S = 3.0  # how often a tally or a leaderboard on screen is read again and redrawn (a class of 30: 10 a second)
 _COOKIE, _ME, _WRITTEN = "specviz-learner", "_class-learner", "_class-learner-cookie"
 COOKIE_HOURS = 12  # a workshop day
 _ID = re.compile(r"^[0-9a-f]{32}$")

@@ -3,7 +3,7 @@
 An entry is measured like every run of the app: `service.measured_run` puts it in the one line (a waiting learner
 sees its place), an identical run being measured is joined, and a choice already measured in this challenge is
 not run again at all. The result goes to the class store (`class_state`), which keeps the leaderboard across
-reloads and restarts; the board on every screen reads it again every two seconds.
+reloads and restarts; the board on every screen reads it again every three seconds.
 """
 
 from __future__ import annotations

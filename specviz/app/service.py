@@ -181,10 +181,10 @@ def measured_run(
     pairs = pairs or app_pairs()
     svc = service()
     key = run_key(target, draft, prompt, settings, pairs, drafter_state=svc.learned(draft, prompt, settings.chat))
-    note = st.empty()
+    note = _Notes()  # drawn once: thirty joined sessions redrawing it every second kept a class's worker waiting
 
     def on_join() -> None:
-        note.info(
+        note.say(
             "**An identical run is being measured for another session** (same target, drafter, prompt, settings "
             "and seed): yours will be served from that measurement as soon as it is done.",
             icon="🤝",
@@ -197,7 +197,7 @@ def measured_run(
     try:
         measured = svc.shared.serve(key, _session(), measure, fresh=fresh, on_join=on_join)
     finally:
-        note.empty()
+        note.clear()
     mine = st.session_state.setdefault(_SERVED, {})
     mine[id(measured.comparison)] = measured
     while len(mine) > 16:
