@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .config import TREE_MODES, Decoding, Sampling, TreeShape, Verification
-from .lab.measure import MAX_PAIRS, PAIRS
+from .config import TREE_MODES, ConfigError, Decoding, Sampling, TreeShape, Verification
+from .lab.measure import MAX_PAIRS, PAIRS, check_pairs
 from .models import DEFAULT_TARGET
 
 
@@ -32,11 +32,11 @@ def _at_least(low: int):
 
 
 def _pairs(text: str) -> int:
-    """An argparse type: how many timed pairs, 1 to MAX_PAIRS."""
-    value = _at_least(1)(text)
-    if value > MAX_PAIRS:
-        raise argparse.ArgumentTypeError(f"must be at most {MAX_PAIRS}, got {value}")
-    return value
+    """An argparse type: how many timed pairs, 1 to MAX_PAIRS (`measure.check_pairs`)."""
+    try:
+        return check_pairs(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def context_list(text: str) -> tuple[int, ...]:

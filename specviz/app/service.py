@@ -22,9 +22,9 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from ..comparison import Comparison
-from ..config import ConfigError, Decoding
+from ..config import Decoding
 from ..drafters import learns_across_runs
-from ..lab.measure import MAX_PAIRS, PAIRS
+from ..lab.measure import PAIRS, check_pairs
 from ..models import DEFAULT_TARGET
 from ..prompts import check_prompt
 from ..worker.process import Cancelled, Worker
@@ -61,11 +61,7 @@ def app_pairs() -> int:
     A presenter on a slow machine may trade the spread's steadiness for shorter waits (2 pairs); the test servers
     use 1 where the pairing itself is not under test. A value out of range is refused with a clear message."""
     raw = os.environ.get(PAIRS_ENV, "").strip()
-    if not raw:
-        return PAIRS
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_PAIRS:
-        raise ConfigError(f"{PAIRS_ENV} must be a whole number from 1 to {MAX_PAIRS}, got {raw!r}")
-    return int(raw)
+    return check_pairs(raw, PAIRS_ENV) if raw else PAIRS
 
 
 def new_service() -> RunService:

@@ -24,7 +24,7 @@ import torch
 
 from ..clock import Clock
 from ..comparison import Comparison
-from ..config import Decoding
+from ..config import ConfigError, Decoding
 from ..decode import encode_prompt, generate, rounds
 from ..drafters import Drafter
 from ..models import LoadedModel
@@ -34,6 +34,15 @@ from . import busy
 WARMUP_TOKENS = 4
 PAIRS = 3  # timed pairs of a comparison in the app and `run`: a median and a spread (bench times 1 per prompt)
 MAX_PAIRS = 9  # more pairs only make a learner wait
+
+
+def check_pairs(value: int | str, name: str = "pairs") -> int:
+    """How many timed pairs, checked in one place for every way in (`compare`, `--pairs`, SPECVIZ_PAIRS): a whole
+    number from 1 to MAX_PAIRS, else a ConfigError that names `name`."""
+    text = str(value).strip()
+    if not text.isdigit() or not 1 <= int(text) <= MAX_PAIRS:
+        raise ConfigError(f"{name} must be a whole number from 1 to {MAX_PAIRS}, got {text!r}")
+    return int(text)
 
 
 def warm_up(target: LoadedModel, make_drafter: Callable[[], Drafter] | None, prompt: str, settings: Decoding) -> None:
@@ -70,8 +79,7 @@ def compare(
 
     should_stop() is asked between pairs: a comparison stopped early keeps the pairs it timed (at least one).
     """
-    if not 1 <= pairs <= MAX_PAIRS:
-        raise ValueError(f"pairs must be between 1 and {MAX_PAIRS}, got {pairs}")
+    check_pairs(pairs)
     if warm:
         warm_up(target, None, prompt, settings)
         warm_up(target, make_drafter, prompt, settings)

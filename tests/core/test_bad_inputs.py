@@ -157,13 +157,15 @@ SETTINGS_CASES = [
     ),
     ("31-unknown-device", run_args("--device", "tpu"), ["unknown device 'tpu'; use auto, cpu, cuda or mps"]),
     ("31-unknown-dtype", run_args("--dtype", "fp8"), ["unknown dtype 'fp8'; use auto, fp32, bf16 or fp16"]),
-    ("32-repeats-0", run_args("--repeats", "0"), ["argument --pairs/--repeats: must be at least 1, got 0"]),
+    ("32-repeats-0", run_args("--repeats", "0"),
+     ["argument --pairs/--repeats: pairs must be a whole number from 1 to 9, got '0'"]),
     (
         "32-repeats-not-a-number",
         run_args("--repeats", "two"),
-        ["argument --pairs/--repeats: must be a whole number, got 'two'"],
+        ["argument --pairs/--repeats: pairs must be a whole number from 1 to 9, got 'two'"],
     ),
-    ("32-pairs-too-many", run_args("--pairs", "10"), ["argument --pairs/--repeats: must be at most 9, got 10"]),
+    ("32-pairs-too-many", run_args("--pairs", "10"),
+     ["argument --pairs/--repeats: pairs must be a whole number from 1 to 9, got '10'"]),
 ]
 
 
