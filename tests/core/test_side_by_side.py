@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from specviz.clock import Clock
-from specviz.config import Decoding
+from specviz.config import ConfigError, Decoding
 from specviz.decode import generate, to_the_end
 from specviz.lab.measure import compare, side_by_side
 
@@ -76,3 +76,9 @@ def test_compare_times_every_pair_side_by_side(target, make_drafter):
     assert c.pairs == 2 and c.identical
     assert all(b < s / 2 for b, s in zip(c.baseline_times, c.spec_times)), "no pair charged the naps to the target"
     assert torch.is_grad_enabled()  # the loop's inference mode does not leak out of a paused run
+
+
+@pytest.mark.parametrize("pairs", [0, 10])
+def test_a_pair_count_out_of_range_is_refused_before_anything_runs(target, make_drafter, pairs):
+    with pytest.raises(ConfigError, match=rf"pairs must be a whole number from 1 to 9, got '{pairs}'"):
+        compare(target, lambda: make_drafter("tiny-draft"), PROMPT, SETTINGS, pairs=pairs)
