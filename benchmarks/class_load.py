@@ -44,7 +44,7 @@ from playwright.sync_api import expect, sync_playwright  # noqa: E402
 
 from specviz.classroom.challenge import Choice  # noqa: E402
 
-from browser_helpers import ARTIFACTS, keep_figures, wait_idle  # noqa: E402
+from browser_helpers import ARTIFACTS, browsers_cpu_seconds, keep_figures, wait_idle  # noqa: E402
 
 KEY = "class-load"
 SETTINGS = [("ngram", 4, "exact"), ("suffix", 4, "exact"), ("ngram", 2, "exact"), ("suffix", 6, "exact"),
@@ -96,16 +96,13 @@ class CpuTrail:
 
     def now(self) -> dict:
         whole = psutil.cpu_times()
-        out = {"server": 0.0, "worker": 0.0, "browsers": 0.0, "machine": whole.user + whole.system + whole.nice}
+        out = {"server": 0.0, "worker": 0.0, "machine": whole.user + whole.system + whole.nice}
         with contextlib.suppress(psutil.Error):
             out["server"] = sum(self.server.cpu_times()[:2])
             for child in self.server.children(recursive=True):
                 with contextlib.suppress(psutil.Error):
                     out["worker"] += sum(child.cpu_times()[:2])
-        for proc in psutil.process_iter(["name"]):
-            if any(name in (proc.info["name"] or "") for name in ("chrom", "node")):
-                with contextlib.suppress(psutil.Error):
-                    out["browsers"] += sum(proc.cpu_times()[:2])
+        out["browsers"] = browsers_cpu_seconds()
         return out
 
     def _run(self) -> None:

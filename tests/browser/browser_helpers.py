@@ -1,7 +1,10 @@
 """Waiting, colour and screenshot helpers for the real-browser tests."""
 
+import contextlib
 import json
 from pathlib import Path
+
+import psutil
 
 # What the tests leave behind (screenshots, server logs, measured figures): an ignored folder, so a test
 # run never changes the tree. The README's pictures are made on purpose by scripts/readme_screenshots.sh.
@@ -68,3 +71,13 @@ def download_json(page, button: str = "Runs (JSON, replayable)") -> dict:
     with page.expect_download() as info:
         page.get_by_role("button", name=button).click()
     return json.loads(Path(info.value.path()).read_text(encoding="utf-8"))
+
+
+def browsers_cpu_seconds() -> float:
+    """CPU seconds so far of every Chromium process and Playwright's driver (node) on this machine."""
+    total = 0.0
+    for proc in psutil.process_iter(["name"]):
+        if any(name in (proc.info["name"] or "") for name in ("chrom", "node")):
+            with contextlib.suppress(psutil.Error):
+                total += sum(proc.cpu_times()[:2])
+    return total

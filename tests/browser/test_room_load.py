@@ -35,7 +35,7 @@ import psutil
 from conftest import QUICK_PAIRS, serve
 from playwright.sync_api import expect
 
-from browser_helpers import ARTIFACTS, keep_figures, screenshot, wait_idle
+from browser_helpers import ARTIFACTS, browsers_cpu_seconds, keep_figures, screenshot, wait_idle
 
 SESSIONS = int(os.environ.get("SPECVIZ_LOAD_SESSIONS", 4))  # benchmarks/room_load.py: 30
 # The server holds one SmolLM2-135M target (~0.6 GB in fp32 with torch around it) whatever the room's
@@ -121,10 +121,7 @@ def _press_run_at_once(browser, url, server, queries, while_waiting=None):
         for child in process.children(recursive=True):  # the measurement worker counts as the server's
             with contextlib.suppress(psutil.Error):
                 out["server"] += sum(child.cpu_times()[:2])
-        for proc in psutil.process_iter(["name"]):
-            if any(name in (proc.info["name"] or "") for name in ("chrom", "node")):
-                with contextlib.suppress(psutil.Error):
-                    out["browsers"] += sum(proc.cpu_times()[:2])
+        out["browsers"] += browsers_cpu_seconds()
         return out
     cpu0 = cpu()
     started = time.time()
