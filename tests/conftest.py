@@ -32,12 +32,22 @@ def pytest_addoption(parser):
                           "checks that no module relies on what an earlier one left behind")
 
 
+def _long(module: list) -> bool:
+    """A module of browser or end-to-end (slow) tests: tens of seconds to minutes."""
+    return any(item.get_closest_marker("browser") or item.get_closest_marker("slow") for item in module)
+
+
+@pytest.hookimpl(trylast=True)  # after tests/browser/conftest.py has marked its tests
 def pytest_collection_modifyitems(config, items):
+    modules = {}  # module path -> its items, in collection order
+    for item in items:
+        modules.setdefault(item.path, []).append(item)
+    # The long modules first: scripts/test.sh runs each module whole in one of two pytest-xdist workers, so the long
+    # ones start early and the many short ones even out the two workers' finish.
+    order = sorted(modules.values(), key=lambda module: not _long(module))
     if config.getoption("--reverse"):
-        modules = {}  # module path -> its items, in collection order
-        for item in items:
-            modules.setdefault(item.path, []).append(item)
-        items[:] = [item for module in reversed(modules.values()) for item in module]
+        order.reverse()
+    items[:] = [item for module in order for item in module]
 
 
 # --- tiers: a test that loads the embedded SmolLM2 target must be marked slow ------------------------
