@@ -18,12 +18,22 @@ import streamlit as st
 
 from ..classroom.store import ClassStore
 from ..models import cache_dir
+from . import room
 
 STORE_ENV = "SPECVIZ_CLASS_STORE"
-LIVE_S = 3.0  # how often a tally or a leaderboard on screen is read again and redrawn (a class of 30: 10 a second)
+# How often a tally or a leaderboard on screen is read again and redrawn: on the screen the room watches (the
+# presenter's, or anyone's outside room mode) every 3 s, on each learner's own every 6 s. Each redraw costs a browser
+# tens of milliseconds of CPU: a class of 30 learners redraws 5 times a second in all instead of 10.
+LIVE_S = 3.0
+LEARNER_LIVE_S = 6.0
 _COOKIE, _ME, _WRITTEN = "specviz-learner", "_class-learner", "_class-learner-cookie"
 COOKIE_HOURS = 12  # a workshop day
 _ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+def live_s() -> float:
+    """How often this session's tally or leaderboard is read again (LIVE_S, or LEARNER_LIVE_S for a learner)."""
+    return LEARNER_LIVE_S if room.locked() else LIVE_S
 
 
 def store_path() -> Path:

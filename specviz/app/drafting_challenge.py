@@ -3,7 +3,7 @@
 An entry is measured like every run of the app: `service.measured_run` puts it in the one line (a waiting learner
 sees its place), an identical run being measured is joined, and a choice already measured in this challenge is
 not run again at all. The result goes to the class store (`class_state`), which keeps the leaderboard across
-reloads and restarts; the board on every screen reads it again every three seconds.
+reloads and restarts; the board on every screen reads it again every few seconds (`class_state.live_s`).
 """
 
 from __future__ import annotations
@@ -95,9 +95,12 @@ def last_note(now: Challenge) -> None:
         getattr(st, kind)(text)
 
 
-@st.fragment(run_every=class_state.LIVE_S)
 def leaderboard(shown: Challenge | None) -> None:
     """The board, read again every few seconds; the page is redrawn when a challenge opens or closes."""
+    st.fragment(_board, run_every=class_state.live_s())(shown)
+
+
+def _board(shown: Challenge | None) -> None:
     store = class_state.store()
     now = store.challenge()
     if (now is None) != (shown is None) or (now is not None and (now.id, now.open) != (shown.id, shown.open)):

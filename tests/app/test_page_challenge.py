@@ -3,6 +3,7 @@ opened, refused with a message when its prompt is empty or too long, entered, ra
 measured in the challenge is not run again; a hand-made link with an unknown drafter gets a message."""
 
 import pytest
+import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from specviz.app import class_state, service
@@ -93,3 +94,28 @@ def test_a_closed_challenge_takes_no_entry_and_a_bad_link_is_named(class_store, 
     assert any(i.value.startswith("This challenge is closed") for i in learner.info)
     assert "challenge-run" not in [b.key for b in learner.button]
     assert not learner.exception and measured == []
+
+
+@pytest.mark.parametrize("room_mode, query, every", [
+    ("", {}, class_state.LIVE_S),  # outside room mode: anyone's screen may be the projected one
+    ("1", {"presenter": "teacher"}, class_state.LIVE_S),  # the presenter's screen, which the room watches
+    ("1", {}, class_state.LEARNER_LIVE_S),  # a learner's own screen: read half as often
+])
+def test_the_board_is_read_again_most_often_on_the_screen_the_room_watches(class_store, monkeypatch, room_mode,
+                                                                           query, every):
+    monkeypatch.setenv("SPECVIZ_ROOM", room_mode)
+    if query:  # (AppTest has no cookies to read a presenter's from: no key, no presenter)
+        monkeypatch.setenv("SPECVIZ_PRESENTER_KEY", "teacher")
+    class_state.store().open_challenge("Name three rivers.", 16)
+    intervals = []
+    fragment = st.fragment
+
+    def recorded(func=None, *, run_every=None):
+        intervals.append(run_every)
+        return fragment(func, run_every=run_every)
+
+    monkeypatch.setattr(st, "fragment", recorded)
+    at = challenge_page(**query)
+    assert not at.exception
+    assert at.get("table") == [] and "Leaderboard" in [s.value for s in at.subheader]  # the board was drawn, empty
+    assert intervals == [every]

@@ -92,10 +92,13 @@ def _learner(question: Question, n: int, score: Score) -> bool:
     return False
 
 
-@st.fragment(run_every=class_state.LIVE_S)
 def _live_tally(question: Question, revealed: bool, answered: bool) -> None:
     """The room's tally, read again every few seconds; the whole page is redrawn when the presenter reveals or
     resets."""
+    st.fragment(_tally, run_every=class_state.live_s())(question, revealed, answered)
+
+
+def _tally(question: Question, revealed: bool, answered: bool) -> None:
     store, qid = class_state.store(), question.qid
     if store.revealed(qid) != revealed:
         st.rerun()
