@@ -4,10 +4,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh dev
 "${PYTHON:-python3}" -m ruff check .   # lint first: line length, unused names, import order (pyproject.toml)
-# Two pytest workers (pytest-xdist). Each test module runs whole in one of them, so its fixtures (a server, a
-# model) are made once; the modules go in collection order, long ones first (tests/conftest.py), and no module
-# leans on another. The browser tests mostly wait for pages to draw, so the other worker computes meanwhile.
+# Two pytest workers (pytest-xdist). The browser tests run one after another in one of them, as they would alone,
+# while the other worker runs the rest; each other module runs whole in one worker, so its fixtures are made once
+# (the groups: tests/conftest.py). The browser tests mostly wait for pages to draw, so the other worker computes.
+# (Tried and not kept: each module whole in either worker, browser modules too: 646-661 s, but once, with two browser
+# modules running at once, a token-tree test's Run never started within 240 s.)
 # Threads with no work sleep rather than spin (OMP_WAIT_POLICY): two workers' torch threads share the cores.
 # `-n 0` runs everything in this one process instead.
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
-exec "${PYTHON:-python3}" -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder "$@"
+exec "${PYTHON:-python3}" -m pytest -q -n 2 --dist loadgroup "$@"

@@ -13,6 +13,7 @@ load=load)`, where `load` looks names up in the `tiny_models` registry below.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import torch
@@ -25,6 +26,8 @@ from specviz.models import LoadedModel
 
 from tiny import FOREIGN_WORDS, PADDED_ROWS, PROMPTS, VOCAB, WORDS, make_tokenizer, padded_copy, tiny_llama, wrap  # noqa: F401
 
+BROWSER_TESTS = Path(__file__).resolve().parent / "browser"
+
 
 def pytest_addoption(parser):
     parser.addoption("--reverse", action="store_true",
@@ -32,22 +35,19 @@ def pytest_addoption(parser):
                           "checks that no module relies on what an earlier one left behind")
 
 
-def _long(module: list) -> bool:
-    """A module of browser or end-to-end (slow) tests: tens of seconds to minutes."""
-    return any(item.get_closest_marker("browser") or item.get_closest_marker("slow") for item in module)
-
-
-@pytest.hookimpl(trylast=True)  # after tests/browser/conftest.py has marked its tests
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
-    modules = {}  # module path -> its items, in collection order
+    # scripts/test.sh runs the suite in two pytest-xdist workers (--dist loadgroup), a group whole in one of them:
+    # every browser test in one group, one after another as in a single process (they share a server and Chromium),
+    # and each other module as a group of its own, so that its fixtures (a model, a server) are made once.
     for item in items:
-        modules.setdefault(item.path, []).append(item)
-    # The long modules first: scripts/test.sh runs each module whole in one of two pytest-xdist workers, so the long
-    # ones start early and the many short ones even out the two workers' finish.
-    order = sorted(modules.values(), key=lambda module: not _long(module))
+        browser = BROWSER_TESTS in item.path.parents
+        item.add_marker(pytest.mark.xdist_group("browser" if browser else item.nodeid.split("::")[0]))
     if config.getoption("--reverse"):
-        order.reverse()
-    items[:] = [item for module in order for item in module]
+        modules = {}  # module path -> its items, in collection order
+        for item in items:
+            modules.setdefault(item.path, []).append(item)
+        items[:] = [item for module in reversed(modules.values()) for item in module]
 
 
 # --- tiers: a test that loads the embedded SmolLM2 target must be marked slow ------------------------
