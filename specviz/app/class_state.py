@@ -36,6 +36,11 @@ def live_s() -> float:
     return LEARNER_LIVE_S if room.locked() else LIVE_S
 
 
+def live(func):
+    """`func` as a fragment that reads the store again every `live_s()` seconds (a tally, a leaderboard)."""
+    return st.fragment(func, run_every=live_s())
+
+
 def store_path() -> Path:
     return Path(os.environ.get(STORE_ENV) or cache_dir() / "class.sqlite3")
 

@@ -97,7 +97,7 @@ def last_note(now: Challenge) -> None:
 
 def leaderboard(shown: Challenge | None) -> None:
     """The board, read again every few seconds; the page is redrawn when a challenge opens or closes."""
-    st.fragment(_board, run_every=class_state.live_s())(shown)
+    class_state.live(_board)(shown)
 
 
 def _board(shown: Challenge | None) -> None:

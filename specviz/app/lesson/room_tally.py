@@ -95,7 +95,7 @@ def _learner(question: Question, n: int, score: Score) -> bool:
 def _live_tally(question: Question, revealed: bool, answered: bool) -> None:
     """The room's tally, read again every few seconds; the whole page is redrawn when the presenter reveals or
     resets."""
-    st.fragment(_tally, run_every=class_state.live_s())(question, revealed, answered)
+    class_state.live(_tally)(question, revealed, answered)
 
 
 def _tally(question: Question, revealed: bool, answered: bool) -> None:
