@@ -202,6 +202,11 @@ def prompt_picker(key: str, default_category: str = "chat") -> str:
     state, text_key, shown = st.session_state, f"{key}-text", f"{key}-text-of"
     if text_key not in state or (shown in state and state[shown] != preset):  # the first time, keep a linked text
         state[text_key] = preset
+    else:
+        # The box is told its text on every run, not only when it changes. A browser that draws the box afresh
+        # without it (after a run cut short by a quick click) would start from the widget's own default, an empty
+        # text, and send that back on the next run: a prompt lost without anyone clearing it (seen once in CI).
+        state[text_key] = state[text_key]
     state[shown] = preset
     return st.text_area("Prompt (edit freely)", key=text_key, height=110)
 

@@ -47,6 +47,21 @@ def test_page_opens_without_a_model_and_asks_for_a_sweep():
     assert any("exact, then τ=0, τ=1, τ=2, τ=3." in c.value for c in at.caption)
 
 
+def test_the_prompt_box_is_sent_its_text_on_every_run():
+    """A browser that draws the box afresh must get the text again, never fall back to the widget's empty default."""
+    at = open_page()
+    box = at.text_area(key="tol-text")
+    preset = box.value
+    assert preset and box.proto.set_value and box.proto.value == preset
+    at.slider(key="tol-steps").set_value(2).run()  # a rerun caused by another control
+    box = at.text_area(key="tol-text")
+    assert box.value == preset and box.proto.set_value and box.proto.value == preset
+    box.input("My own question about tides?").run()
+    at.slider(key="tol-steps").set_value(3).run()
+    box = at.text_area(key="tol-text")
+    assert box.value == "My own question about tides?" and box.proto.value == box.value and box.proto.set_value
+
+
 def test_sampling_sweeps_the_lenience_from_exact_to_loose():
     at = open_page()
     at.slider(key="tol-temp").set_value(0.8)
