@@ -16,6 +16,7 @@ def test_draft_length_sweep(page, app_url):
     wait_idle(page)
     press(page, "Draft lengths", "ArrowLeft", times=5, index=1)  # γ 1..3
     press(page, "Max new tokens", "Home")  # 8 tokens
+    press(page, "Timed pairs per point", "Home")  # one pair a point: what the page draws is under test, not the spread
     page.get_by_role("button", name="Run sweep").click()
     expect(page.get_by_text("best γ (measured)")).to_be_visible(timeout=300_000)
     wait_idle(page)
@@ -29,6 +30,7 @@ def test_compare_drafts(page, app_url):
     page.goto(f"{app_url}/Compare_drafts")
     wait_idle(page)
     press(page, "Max new tokens", "Home")
+    press(page, "Timed pairs per point", "Home")
     page.get_by_role("button", name="Run comparison").click()
     expect(page.locator("span.sv-accepted").first).to_be_visible(timeout=300_000)
     wait_idle(page)
