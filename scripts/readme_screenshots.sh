@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 SHOTS=artifacts/screenshots
 rm -rf "$SHOTS"  # no stale picture from an earlier run can be copied
 export SPECVIZ_TEST_PAIRS=3  # the pictures show runs timed as the app times them (the tests alone time one pair)
+export SPECVIZ_SCREENSHOTS=1  # the tests take their pictures only when asked (tests/browser/browser_helpers.py)
 CLASS_PICTURES="class_tally:class_tally_presenter class_leaderboard"
 if [ "${1:-}" = class ]; then
   "${PYTHON:-python3}" -m pytest -q -p no:randomly tests/browser/test_class_room.py

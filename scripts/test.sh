@@ -12,4 +12,6 @@ bash scripts/install.sh dev
 # Threads with no work sleep rather than spin (OMP_WAIT_POLICY): two workers' torch threads share the cores.
 # `-n 0` runs everything in this one process instead.
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
-exec "${PYTHON:-python3}" -m pytest -q -n 2 --dist loadgroup "$@"
+# A failing browser test's page is kept as a picture (artifacts/test-results); passing tests take pictures only when
+# asked (SPECVIZ_SCREENSHOTS=1, as scripts/readme_screenshots.sh does).
+exec "${PYTHON:-python3}" -m pytest -q -n 2 --dist loadgroup --screenshot only-on-failure --output artifacts/test-results "$@"

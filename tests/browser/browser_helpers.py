@@ -2,6 +2,7 @@
 
 import contextlib
 import json
+import os
 from pathlib import Path
 
 import psutil
@@ -23,10 +24,19 @@ def background(page, status: str) -> str:
     return page.locator(f"span.sv-{status}").first.evaluate("e => getComputedStyle(e).backgroundColor")
 
 
-def screenshot(page, name: str) -> Path:
+# Pictures are taken when asked for (SPECVIZ_SCREENSHOTS=1: scripts/readme_screenshots.sh sets it). In a plain run a
+# picture nobody looks at costs Chromium a full raster of a 1280x2000 page (about 1 to 2 core-seconds each, some 30 in
+# the suite); a failing test's page is still captured by pytest-playwright (--screenshot only-on-failure, pyproject).
+TAKE_SCREENSHOTS = os.environ.get("SPECVIZ_SCREENSHOTS", "") == "1"
+
+
+def screenshot(page_or_element, name: str) -> Path | None:
+    """A page (or one element of it) as artifacts/screenshots/NAME.png, when pictures are asked for."""
+    if not TAKE_SCREENSHOTS:
+        return None
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
-    page.screenshot(path=str(path))
+    page_or_element.screenshot(path=str(path))
     return path
 
 

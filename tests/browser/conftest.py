@@ -139,6 +139,15 @@ def app_url():
         yield url
 
 
+@pytest.fixture(scope="session")
+def lesson_server():
+    """A server for the lesson's browser tests: "no model loaded" is a claim about the whole app process, and the
+    session-wide server above has loaded the target by the time they run. The lesson's modules share this one (each
+    server costs a Python start with torch and transformers imported)."""
+    with streamlit_server("streamlit-lesson.log") as url:
+        yield url
+
+
 @contextlib.contextmanager
 def streamlit_server(log_name: str = "streamlit.log"):
     """A server of its own for a test module; its URL."""

@@ -5,13 +5,13 @@ import time
 
 from playwright.sync_api import expect
 
-from browser_helpers import SCREENSHOTS, background, choose, keep_figures, press, screenshot, wait_idle
+from browser_helpers import background, choose, keep_figures, press, screenshot, wait_idle
 
 GREEN, RED, ORANGE, BLUE = "rgb(26, 152, 80)", "rgb(215, 48, 39)", "rgb(243, 156, 18)", "rgb(69, 117, 180)"
 
 
 def test_home_shows_recorded_run_then_a_live_one(page, app_url):
-    page.goto(app_url)
+    page.goto(f"{app_url}/?max_new=16")  # Home's shortest live run: what the page shows is under test, not the model
     wait_idle(page)
     expect(page.get_by_text("A recorded run")).to_be_visible()
     assert background(page, "accepted") == GREEN
@@ -87,5 +87,4 @@ def test_the_rounds_timeline_says_why_the_suffix_drafter_drafted_what_it_did(pag
     assert any("drafted," in line and "expected kept" in line and "steps" in line for line in lines), lines
     assert page.locator('[data-testid="stException"]').count() == 0
     page.add_style_tag(content='[data-testid="stHeader"] {display: none}')  # it would cover the table's first rows
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    timeline.screenshot(path=str(SCREENSHOTS / "rounds_suffix.png"))
+    screenshot(timeline, "rounds_suffix")

@@ -1,11 +1,10 @@
 """The Lesson in Chromium: every step with the keyboard, no model loaded, a prediction, the lab, a step's link.
 
-The lesson gets its own server: "no model loaded" is a claim about the whole app process, and the
-session-wide server of the other browser tests has loaded the target by the time this runs.
+The lesson's tests get a server of their own (conftest.lesson_server): "no model loaded" is a claim about the whole app
+process, and the session-wide server of the other browser tests has loaded the target by the time this runs.
 """
 
 import pytest
-from conftest import streamlit_server
 from playwright.sync_api import expect
 
 from specviz.app.lesson.steps import STEPS, draft_verify
@@ -15,9 +14,8 @@ from browser_helpers import screenshot, wait_idle
 
 
 @pytest.fixture(scope="module")
-def lesson_url():
-    with streamlit_server("streamlit-lesson.log") as url:
-        yield f"{url}/Lesson"
+def lesson_url(lesson_server):
+    return f"{lesson_server}/Lesson"
 
 
 def header(page, n: int):

@@ -1,11 +1,10 @@
 """The lesson's recorded steps on token trees, feature heads and the draft choice (with the suffix drafter) in Chromium.
 
-Each step opens from its link on a server of its own with no model loaded, reveals its charts and states
+Each step opens from its link on the lesson's server (no model loaded), reveals its charts and states
 what its runs show without a contradiction warning; the trees step labels the flat GPU curve as theory.
 """
 
 import pytest
-from conftest import streamlit_server
 from playwright.sync_api import expect
 
 from specviz.app.lesson.steps import STEPS
@@ -16,9 +15,8 @@ STEP = {s.key: i for i, s in enumerate(STEPS, start=1)}
 
 
 @pytest.fixture(scope="module")
-def lesson_url():
-    with streamlit_server("streamlit-lesson-new.log") as url:
-        yield f"{url}/Lesson"
+def lesson_url(lesson_server):
+    return f"{lesson_server}/Lesson"
 
 
 def reveal(page, url: str, key: str) -> None:

@@ -2,7 +2,7 @@
 
 from playwright.sync_api import expect
 
-from browser_helpers import SCREENSHOTS, choose, press, screenshot, wait_idle
+from browser_helpers import choose, press, screenshot, wait_idle
 
 
 def test_rounds_page_draws_a_live_token_tree_and_its_mask(page, app_url):
@@ -35,8 +35,7 @@ def test_rounds_page_draws_a_live_token_tree_and_its_mask(page, app_url):
     legend = tree.locator("g.legend").text_content()
     assert "last committed token" in legend and ("kept" in legend or "refused" in legend)
     tree.scroll_into_view_if_needed()
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    tree.screenshot(path=str(SCREENSHOTS / "rounds_tree.png"))
+    screenshot(tree, "rounds_tree")
 
     page.get_by_text("Show the tree's attention mask").click()
     wait_idle(page)

@@ -315,6 +315,13 @@ def taught_store(target, prompt: str) -> RecycleStore:
     return store
 
 
+def copy_of(store: RecycleStore) -> RecycleStore:
+    """A store of its own with the same rows (a run writes back into the store it drafted from)."""
+    fresh = RecycleStore(store.vocab, store.k)
+    fresh.ids[:], fresh.probs[:], fresh.keys[:] = store.ids, store.probs, store.keys
+    return fresh
+
+
 @pytest.mark.parametrize("tree", [TreeShape(), TreeShape(budget=3, branching=2)], ids=["chain", "tree"])
 @pytest.mark.parametrize("kind", ["recycle", "blend"])
 def test_sampled_output_follows_the_targets_distribution(target, kind, tree):
@@ -330,8 +337,9 @@ def test_sampled_output_follows_the_targets_distribution(target, kind, tree):
     cells = [(x, y) for x in firsts for y in p1[x].nonzero().flatten().tolist()]
     expected = [float(p0[x] * p1[x][y]) for x, y in cells]
     counts, accepted = dict.fromkeys(cells, 0), 0
+    taught = taught_store(target, prompt)
     for seed in range(trials):
-        store = taught_store(target, prompt)  # fresh each trial: every trial drafts the same candidates
+        store = copy_of(taught)  # a fresh copy each trial: every trial drafts the same candidates
         drafter = RecycleDrafter(store=store, verify_cost=lambda n: 1.0) if kind == "recycle" else BlendDrafter(
             suffix=SuffixDrafter(corpus=SuffixCorpus()), store=store, verify_cost=lambda n: 1.0)
         run = generate(target, drafter, prompt, Decoding(gamma=1, max_new_tokens=2, seed=seed, sampling=sampling,
