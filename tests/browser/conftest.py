@@ -139,6 +139,18 @@ def app_url():
         yield url
 
 
+ROOM_KEY = "teacher-7f3a"  # the presenter key of the room server below
+
+
+@pytest.fixture(scope="session")
+def room_server():
+    """A server in room mode with a presenter key, as `bash scripts/app.sh --room --presenter-key …` starts it, shared
+    by the room's modules (the race followed, links, presenter and followers). Each test opens its presenter first,
+    so a slide an earlier test left on the stage is replaced before any follower looks."""
+    with serve({"SPECVIZ_ROOM": "1", "SPECVIZ_PRESENTER_KEY": ROOM_KEY}, "streamlit-room.log", QUICK_PAIRS) as (url, _):
+        yield url
+
+
 @pytest.fixture(scope="session")
 def lesson_server():
     """A server for the lesson's browser tests: "no model loaded" is a claim about the whole app process, and the

@@ -7,14 +7,14 @@ shows, whether it has crossed its finish line) while it plays.
 import time
 
 import pytest
-from conftest import QUICK_PAIRS, serve
+from conftest import ROOM_KEY
 from playwright.sync_api import expect
 
 from specviz import race
 
 from browser_helpers import screenshot, wait_idle
 
-KEY = "race-presenter-3c1"
+KEY = ROOM_KEY
 VIEW = {"width": 1280, "height": 2000}
 FOLLOW_TIMEOUT = 30_000
 
@@ -106,9 +106,8 @@ def test_rounds_races_a_live_run_against_the_target_alone(page, app_url):
 
 
 @pytest.fixture(scope="module")
-def room_url():
-    with serve({"SPECVIZ_ROOM": "1", "SPECVIZ_PRESENTER_KEY": KEY}, "streamlit-race-room.log", QUICK_PAIRS) as (url, _):
-        yield url
+def room_url(room_server):
+    return room_server
 
 
 def open_page(browser, url, idle=True):

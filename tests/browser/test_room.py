@@ -1,7 +1,8 @@
 """A room in Chromium: deep links, the presenter and followers, and what a learner may not do.
 
-One server in room mode with a presenter key, as `bash scripts/app.sh --room --presenter-key …`
-starts it. No model runs here: the Rounds page shows the project's recorded run until Run is pressed.
+One server in room mode with a presenter key, as `bash scripts/app.sh --room --presenter-key …` starts it
+(conftest.room_server, which the race's follower test shares). No model runs here: the Rounds page shows the
+project's recorded run until Run is pressed.
 """
 
 import re
@@ -9,14 +10,14 @@ import time
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from conftest import QUICK_PAIRS, serve
+from conftest import ROOM_KEY
 from playwright.sync_api import expect
 
 from specviz.app.lesson.steps import STEPS
 
 from browser_helpers import choose, screenshot, slider, type_number, wait_idle
 
-KEY = "teacher-7f3a"
+KEY = ROOM_KEY
 VIEW = {"width": 1280, "height": 2000}
 # Long enough for a follower's poll (every 0.5 s) and a page run on a busy 2-core machine: the tests check
 # that a step arrives; benchmarks/follower_lag.py measures how soon (the README's figure).
@@ -24,9 +25,8 @@ FOLLOW_TIMEOUT = 30_000
 
 
 @pytest.fixture(scope="module")
-def room_url():
-    with serve({"SPECVIZ_ROOM": "1", "SPECVIZ_PRESENTER_KEY": KEY}, "streamlit-room.log", QUICK_PAIRS) as (url, _):
-        yield url
+def room_url(room_server):
+    return room_server
 
 
 def open_page(browser, url, idle=True):

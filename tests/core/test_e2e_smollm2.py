@@ -11,6 +11,9 @@ from specviz.lab.bench import BENCH_FIELDS
 from specviz.prompts import encode, load_prompt_set
 
 pytestmark = pytest.mark.slow
+# New tokens of each identity check, chains and trees alike: one target-alone run per prompt serves every draft
+# (`baseline`); 32 tokens take at least 7 rounds of γ = 4 on every prompt.
+NEW_TOKENS = 32
 
 
 @pytest.fixture(scope="module")
@@ -50,9 +53,9 @@ def test_baseline_is_the_targets_own_greedy_output(smol, prompts):
 
 @pytest.mark.parametrize("draft", ["ngram", "layerskip:8", "target", "smol-head-v3"])
 def test_greedy_speculative_output_is_identical(smol, prompts, baseline, draft):
-    settings = Decoding(gamma=4, max_new_tokens=40)
+    settings = Decoding(gamma=4, max_new_tokens=NEW_TOKENS)
     for prompt in prompts:
-        base = baseline(prompt, 40)
+        base = baseline(prompt, NEW_TOKENS)
         spec = generate(smol, build_drafter(draft, smol), prompt, settings)
         assert spec.output_ids == base.output_ids, f"{draft} changed the output on {prompt[:40]!r}"
         assert spec.drafted > 0 and len(spec.rounds) <= len(base.rounds)
@@ -93,9 +96,9 @@ def test_cli_run_prints_rounds_and_figures(capsys):
 def test_greedy_token_tree_output_is_identical_on_the_real_pair(smol, prompts, baseline, draft):
     from specviz.config import TreeShape
 
-    settings = Decoding(gamma=4, max_new_tokens=32, tree=TreeShape(budget=6, branching=2))
+    settings = Decoding(gamma=4, max_new_tokens=NEW_TOKENS, tree=TreeShape(budget=6, branching=2))
     for prompt in prompts:
-        base = baseline(prompt, 32)
+        base = baseline(prompt, NEW_TOKENS)
         spec = generate(smol, build_drafter(draft, smol), prompt, settings)
         assert spec.output_ids == base.output_ids, f"{draft} tree changed the output on {prompt[:40]!r}"
         assert spec.is_tree and len(spec.rounds) < len(base.rounds)
