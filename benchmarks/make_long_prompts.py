@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
-
 import pydoc_data.topics
+from pathlib import Path
 
 INSTRUCTION = "Summarise the following passage from Python's documentation in a short paragraph:\n\n"
 WORDS = 700
