@@ -9,9 +9,10 @@ bash scripts/install.sh dev
 # (the groups: tests/conftest.py). The browser tests mostly wait for pages to draw, so the other worker computes.
 # (Tried and not kept: each module whole in either worker, browser modules too: 646-661 s, but once, with two browser
 # modules running at once, a token-tree test's Run never started within 240 s.)
+# The groups go out longest first, as tests/conftest.py orders them (--no-loadscope-reorder keeps that order).
 # Threads with no work sleep rather than spin (OMP_WAIT_POLICY): two workers' torch threads share the cores.
 # `-n 0` runs everything in this one process instead.
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 # A failing browser test's page is kept as a picture (artifacts/test-results); passing tests take pictures only when
 # asked (SPECVIZ_SCREENSHOTS=1, as scripts/readme_screenshots.sh does).
-exec "${PYTHON:-python3}" -m pytest -q -n 2 --dist loadgroup --screenshot only-on-failure --output artifacts/test-results "$@"
+exec "${PYTHON:-python3}" -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder --screenshot only-on-failure --output artifacts/test-results "$@"

@@ -40,14 +40,24 @@ def pytest_collection_modifyitems(config, items):
     # scripts/test.sh runs the suite in two pytest-xdist workers (--dist loadgroup), a group whole in one of them:
     # every browser test in one group, one after another as in a single process (they share a server and Chromium),
     # and each other module as a group of its own, so that its fixtures (a model, a server) are made once.
+    # The groups are handed out in the order of the items (the test command passes --no-loadscope-reorder): the
+    # browser tests first (the longest group), then the modules that run the embedded model (the longest of the
+    # rest), then the others: the run ends on short modules in both workers, not on a long one begun late.
+    modules = {}  # module path -> its items, in collection order
     for item in items:
         browser = BROWSER_TESTS in item.path.parents
         item.add_marker(pytest.mark.xdist_group("browser" if browser else item.nodeid.split("::")[0]))
+        modules.setdefault(item.path, []).append(item)
+
+    def rank(module: list) -> int:
+        if BROWSER_TESTS in module[0].path.parents:
+            return 0
+        return 1 if any(item.get_closest_marker("slow") for item in module) else 2
+
+    ordered = sorted(modules.values(), key=rank)  # stable: collection order within each rank
     if config.getoption("--reverse"):
-        modules = {}  # module path -> its items, in collection order
-        for item in items:
-            modules.setdefault(item.path, []).append(item)
-        items[:] = [item for module in reversed(modules.values()) for item in module]
+        ordered.reverse()
+    items[:] = [item for module in ordered for item in module]
 
 
 # --- tiers: a test that loads the embedded SmolLM2 target must be marked slow ------------------------
