@@ -26,7 +26,8 @@ def background(page, status: str) -> str:
 
 # Pictures are taken when asked for (SPECVIZ_SCREENSHOTS=1: scripts/readme_screenshots.sh sets it). In a plain run a
 # picture nobody looks at costs Chromium a full raster of a 1280x2000 page (about 1 to 2 core-seconds each, some 30 in
-# the suite); a failing test's page is still captured by pytest-playwright (--screenshot only-on-failure, pyproject).
+# the suite); a failing test's page is still captured by pytest-playwright (`--screenshot only-on-failure` in
+# scripts/test.sh).
 TAKE_SCREENSHOTS = os.environ.get("SPECVIZ_SCREENSHOTS", "") == "1"
 
 

@@ -143,7 +143,7 @@ ROOM_KEY = "teacher-7f3a"  # the presenter key of the room server below
 
 
 @pytest.fixture(scope="session")
-def room_server():
+def room_url():
     """A server in room mode with a presenter key, as `bash scripts/app.sh --room --presenter-key …` starts it, shared
     by the room's modules (the race followed, links, presenter and followers). Each test opens its presenter first,
     so a slide an earlier test left on the stage is replaced before any follower looks."""

@@ -6,15 +6,13 @@ shows, whether it has crossed its finish line) while it plays.
 
 import time
 
-import pytest
-from conftest import ROOM_KEY
+from conftest import ROOM_KEY as KEY
 from playwright.sync_api import expect
 
 from specviz import race
 
 from browser_helpers import screenshot, wait_idle
 
-KEY = ROOM_KEY
 VIEW = {"width": 1280, "height": 2000}
 FOLLOW_TIMEOUT = 30_000
 
@@ -103,11 +101,6 @@ def test_rounds_races_a_live_run_against_the_target_alone(page, app_url):
     ).to_be_attached()
     expect(page.locator('[data-testid="stDataFrame"]').first).to_be_visible()
     no_exception(page)
-
-
-@pytest.fixture(scope="module")
-def room_url(room_server):
-    return room_server
 
 
 def open_page(browser, url, idle=True):

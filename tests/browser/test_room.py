@@ -1,7 +1,7 @@
 """A room in Chromium: deep links, the presenter and followers, and what a learner may not do.
 
 One server in room mode with a presenter key, as `bash scripts/app.sh --room --presenter-key …` starts it
-(conftest.room_server, which the race's follower test shares). No model runs here: the Rounds page shows the
+(conftest.room_url, which the race's follower test shares). No model runs here: the Rounds page shows the
 project's recorded run until Run is pressed.
 """
 
@@ -10,23 +10,17 @@ import time
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from conftest import ROOM_KEY
+from conftest import ROOM_KEY as KEY
 from playwright.sync_api import expect
 
 from specviz.app.lesson.steps import STEPS
 
 from browser_helpers import choose, screenshot, slider, type_number, wait_idle
 
-KEY = ROOM_KEY
 VIEW = {"width": 1280, "height": 2000}
 # Long enough for a follower's poll (every 0.5 s) and a page run on a busy 2-core machine: the tests check
 # that a step arrives; benchmarks/follower_lag.py measures how soon (the README's figure).
 FOLLOW_TIMEOUT = 30_000
-
-
-@pytest.fixture(scope="module")
-def room_url(room_server):
-    return room_server
 
 
 def open_page(browser, url, idle=True):
