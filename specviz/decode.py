@@ -45,27 +45,38 @@ def encode_prompt(target: LoadedModel, prompt: str, settings: Decoding) -> list[
 
 def target_forward(target: LoadedModel, forward_input: torch.Tensor, cache: DynamicCache,
                    head: bool = True, tree: tuple[torch.Tensor, torch.Tensor] | None = None,
-                   ) -> tuple[torch.Tensor, LazyLogits | None]:
-    """One target forward extending the cache: its final hidden states [n, H] and (lazily) its logits.
+                   layers: tuple[int, ...] = ()) -> tuple[torch.Tensor, LazyLogits | None]:
+    """One target forward extending the cache: its hidden states [n, H] and (lazily) its logits.
 
-    The hidden states are what feature-level drafters (heads) read; the output head runs when a row is
-    first asked for (over every row at once for small forwards, see HEAD_ROWS_AT_ONCE), and not at all
-    with head=False (the prefill, whose logits nobody reads). `tree` is the 4-D mask and
-    position ids of a token tree (specviz.trees.target_attention); None reads the input as a line.
+    The hidden states are what feature-level drafters (heads) read: the final ones, or with `layers` those
+    hidden states (indices into the target's list: 0 the embeddings, i layer i's output), concatenated
+    [n, len(layers) * H]. The output head runs when a row is first asked for (over every row at once for
+    small forwards, see HEAD_ROWS_AT_ONCE), and not at all with head=False (the prefill, whose logits nobody
+    reads). `tree` is the 4-D mask and position ids of a token tree (specviz.trees.target_attention); None
+    reads the input as a line.
     """
     model, vocab = target.model, target.vocab_size
     shape = {} if tree is None else {"attention_mask": tree[0], "position_ids": tree[1]}
     if model.config.model_type in PLAIN_HEAD_MODELS:
-        hidden = model.base_model(forward_input, past_key_values=cache, use_cache=True, **shape).last_hidden_state[0]
+        states = model.base_model(forward_input, past_key_values=cache, use_cache=True,
+                                  output_hidden_states=bool(layers), **shape)
+        hidden = states.last_hidden_state[0]
+        read = _layers(states.hidden_states, layers) if layers else hidden
         out, n = model.get_output_embeddings(), forward_input.shape[1]
         if not head:
-            return hidden, None
+            return read, None
         if n <= HEAD_ROWS_AT_ONCE:
-            return hidden, LazyLogits(n, whole=lambda: out(hidden)[:, :vocab])
-        return hidden, LazyLogits(n, lambda a, b: out(hidden[a:b])[:, :vocab])
+            return read, LazyLogits(n, whole=lambda: out(hidden)[:, :vocab])
+        return read, LazyLogits(n, lambda a, b: out(hidden[a:b])[:, :vocab])
     outputs = model(forward_input, past_key_values=cache, use_cache=True, output_hidden_states=True, **shape,
                     **({} if head else {"logits_to_keep": 1}))
-    return outputs.hidden_states[-1][0], LazyLogits.ready(outputs.logits[0, :, :vocab]) if head else None
+    read = _layers(outputs.hidden_states, layers) if layers else outputs.hidden_states[-1][0]
+    return read, LazyLogits.ready(outputs.logits[0, :, :vocab]) if head else None
+
+
+def _layers(states: tuple[torch.Tensor, ...], layers: tuple[int, ...]) -> torch.Tensor:
+    """The hidden states `layers` of a one-row forward, side by side: [n, len(layers) * H]."""
+    return torch.cat([states[i][0] for i in layers], dim=-1)
 
 
 def generate(
@@ -115,9 +126,10 @@ def rounds(
     # Prefill. Invariant: the target cache holds every committed token but the last, which each
     # round feeds again in front of the drafts (its logits predict the first draft).
     cache = GrowingCache(config=target.model.config)
-    hidden = ids.new_empty(0, target.model.config.hidden_size, dtype=target.dtype)
+    layers = drafter.reads_layers  # the target's hidden states the drafter reads (its final one when empty)
+    hidden = ids.new_empty(0, target.model.config.hidden_size * max(1, len(layers)), dtype=target.dtype)
     if len(prompt_ids) > 1:
-        hidden, _ = target_forward(target, ids[:, :-1], cache, head=False)
+        hidden, _ = target_forward(target, ids[:, :-1], cache, head=False, layers=layers)
     drafter.start(ids, settings, hidden)
     prefill_seconds = clock() - start
     yield 0
@@ -138,7 +150,7 @@ def rounds(
         forward_input = torch.cat([ids[:, -1:], proposal.ids.view(1, -1)], dim=1)
         tree = None if proposal.parents is None else target_attention(
             proposal.parents, ids.shape[1] - 1, target.dtype, device)
-        hidden, logits = target_forward(target, forward_input, cache, tree=tree)
+        hidden, logits = target_forward(target, forward_input, cache, tree=tree, layers=layers)
         verdict = check(logits, proposal, settings, generator)
         # 3. Roll back. The cache held every committed token but the last and was fed k+1 more: it now
         #    holds all committed tokens and the k drafts. Keep the drafts that were kept (a chain's

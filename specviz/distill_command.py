@@ -123,6 +123,18 @@ def add_head_arguments(p) -> None:
         help=f"weight of the feature regression (default {d.feature_weight:g})",
     )
     g.add_argument("--seq-len", type=int, default=d.seq_len, help=f"tokens kept per text (default {d.seq_len})")
+    g.add_argument("--train-minutes", type=float, default=d.train_minutes,
+                   help="stop training after this many minutes, keeping the best check's weights (default 0: none)")
+    g.add_argument("--answer-batch", type=int, default=d.answer_batch,
+                   help=f"answers the target writes at once (default {d.answer_batch}; a GPU takes hundreds)")
+    g.add_argument(
+        "--feature-layers",
+        type=_layer_list,
+        default=d.feature_layers,
+        help="the target's hidden states the head reads, fused (EAGLE-3), as indices: 0 the embeddings, i the "
+        "output of layer i, the layer count the final state; for example 3,15,30 on a 30-layer target "
+        "(default: the final state alone)",
+    )
     g.add_argument(
         "--validate-every",
         type=int,
@@ -137,6 +149,13 @@ def add_head_arguments(p) -> None:
     )
     g.add_argument("--eval-gamma", type=int, default=3, help="γ of the evaluation race (default 3)")
     g.add_argument("--eval-tokens", type=int, default=64, help="new tokens per prompt in the race (default 64)")
+
+
+def _layer_list(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected layer indices separated by commas, like 3,15,30; got {text!r}")
 
 
 def head_config_from_args(args) -> HeadConfig:
@@ -165,6 +184,9 @@ def head_config_from_args(args) -> HeadConfig:
         seq_len=args.seq_len,
         ttt_steps=args.ttt_steps,
         feature_weight=args.feature_weight,
+        feature_layers=args.feature_layers,
+        answer_batch=args.answer_batch,
+        train_minutes=args.train_minutes,
         seed=args.seed,
         out=args.out,
         work=args.work,

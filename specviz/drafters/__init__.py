@@ -16,7 +16,8 @@ carries `parents`, and `kept` names the accepted branch's nodes.
 
 `hidden` is what the target's forward computed: its final hidden state at every position it just
 read (the prompt but its last token at the start; after a verification, the last committed token
-and the kept drafts). Most drafters ignore it; a feature-level head (specviz.drafters.head_net) drafts from it.
+and the kept drafts), or, for a drafter whose `reads_layers` names several, those layers' states side by side.
+Most drafters ignore it; a feature-level head (specviz.drafters.head_net) drafts from it.
 
 `timing` (`base.Timing`) is what the loop measured that round: the seconds of the drafter's `propose`, of the
 verification forward, and how many drafts that forward read. Drafters that weigh cost (suffix, auto) learn from

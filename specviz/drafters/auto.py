@@ -100,6 +100,7 @@ class AutoDrafter(Drafter):
     def __init__(self, name: str, suffix: SuffixDrafter, head: HeadDrafter | None = None):
         super().__init__(name)
         self.suffix, self.head = suffix, head
+        self.reads_layers = head.reads_layers if head is not None else ()
         self.acceptance: dict[str, Acceptance] = {}
         self.costs = Costs()
         self.choice: Choice | None = None

@@ -87,6 +87,9 @@ class Drafter:
     """Base class: holds γ and its schedule. Subclasses implement `draft`; the loop calls `propose`."""
 
     kind = "base"
+    # The target's hidden states this drafter reads in `start` and `feedback`, as indices into the target's
+    # hidden-state list (a head's `HeadShape.layers`); empty: its final hidden state.
+    reads_layers: tuple[int, ...] = ()
 
     def __init__(self, name: str):
         self.name = name

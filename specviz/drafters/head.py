@@ -31,6 +31,7 @@ class HeadDrafter(Drafter):
                  vocab_size: int):
         super().__init__(name)
         self.head = head
+        self.reads_layers = head.shape.layers  # several layers (EAGLE-3): the loop hands them over concatenated
         self.vocab_ids = vocab_ids  # [N] target ids of the draft vocabulary
         self.embedding = embedding  # the target's input embedding, shared and read-only
         # x ↦ x @ [N, H].T: the target's output head on the draft vocabulary
@@ -39,7 +40,7 @@ class HeadDrafter(Drafter):
         self.cache = None
         self.read = 0  # pairs read with the target's true features
         self.true_length = 0  # the head's cache length after reading them
-        self.pending = embedding.new_empty(0, embedding.shape[1])  # true features of pairs not read yet
+        self.pending = embedding.new_empty(0, head.input_width)  # true features of pairs not read yet
 
     def start(self, prompt_ids, settings, hidden=None):
         super().start(prompt_ids, settings)
@@ -79,7 +80,8 @@ class HeadDrafter(Drafter):
             raise RuntimeError(f"head drafter out of step: {new_tokens.shape[0]} tokens, "
                                f"{self.pending.shape[0]} features")
         if new_tokens.shape[0]:
-            self.feature = self.head.step(self.embedding[new_tokens], self.pending, self.cache)[-1]
+            true = self.head.lift(self.pending)  # the target's features, as the head reads them
+            self.feature = self.head.step(self.embedding[new_tokens], true, self.cache)[-1]
             self.read, self.pending = context.shape[1] - 1, self.pending[:0]
         self.true_length = self.cache.length
         return self.cache.length > 0
@@ -125,6 +127,7 @@ class HybridDrafter(Drafter):
     def __init__(self, name: str, ngram: NgramDrafter, head: HeadDrafter):
         super().__init__(name)
         self.ngram, self.head = ngram, head
+        self.reads_layers = head.reads_layers
 
     def start(self, prompt_ids, settings, hidden=None):
         super().start(prompt_ids, settings)

@@ -40,6 +40,13 @@ class HeadShape:
     intermediate: int  # MLP width (the target's)
     rope_theta: float  # RoPE base (the target's)
     eps: float  # RMSNorm epsilon (the target's)
+    # Which of the target's hidden states the head reads, as indices into its hidden-state list (0 = the
+    # embeddings, i = the output of layer i, the last = the final, normed state). Empty: the final one only (v1-v3).
+    # Several (EAGLE-3): each RMS-normalised, concatenated and fused to the hidden size by `fuse`.
+    layers: tuple[int, ...] = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "layers", tuple(int(i) for i in self.layers))  # JSON gives a list
 
     @property
     def head_dim(self) -> int:
@@ -125,6 +132,24 @@ class DraftHead(nn.Module):
         self.up = nn.Linear(h, shape.intermediate, bias=False)
         self.down = nn.Linear(shape.intermediate, h, bias=False)
         self.out_norm = RMSNorm(h, shape.eps)
+        if shape.layers:
+            self.layer_norm = nn.Parameter(torch.ones(len(shape.layers), h))  # one RMSNorm weight per layer read
+            self.fuse = nn.Linear(len(shape.layers) * h, h, bias=False)
+
+    @property
+    def input_width(self) -> int:
+        """The width of the target's features this head reads: its hidden size times the layers it reads."""
+        return self.shape.hidden * max(1, len(self.shape.layers))
+
+    def lift(self, features: torch.Tensor) -> torch.Tensor:
+        """The target's features [.., input_width] as the head's own [.., H]: several layers' states, each
+        RMS-normalised, fused by one linear map; the final state alone passes as it is. The head's predicted
+        features (later draft steps) are already [.., H] and are never lifted."""
+        if not self.shape.layers:
+            return features
+        parts = features.unflatten(-1, (len(self.shape.layers), self.shape.hidden)).float()
+        parts = parts * torch.rsqrt(parts.pow(2).mean(-1, keepdim=True) + self.shape.eps)
+        return self.fuse((parts.to(features.dtype) * self.layer_norm).flatten(-2))
 
     # --- pieces shared by drafting and training ---------------------------------------------
     def inputs(self, embeddings: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
@@ -231,6 +256,10 @@ def load_head(folder: Path, target_model: torch.nn.Module, target_name: str) -> 
     info = read_info(folder)
     config = target_model.config
     embedding = target_model.get_input_embeddings().weight
+    if any(not 0 <= i <= config.num_hidden_layers for i in info.shape.layers):
+        raise ConfigError(f"the head {Path(folder).name} reads layers {list(info.shape.layers)}, but "
+                          f"{target_name} has {config.num_hidden_layers}: its {HEAD_CONFIG} is damaged or belongs "
+                          "to another target; train or copy it again")
     if (info.shape.hidden != config.hidden_size or info.target_layers != config.num_hidden_layers
             or info.target_vocab != embedding.shape[0]
             or abs(embedding_check(embedding.float(), info.vocab) - info.embedding_check)

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from ..drafters.head_net import DraftHead
 from ..models import LoadedModel
 from .answers import eval_prompts, generate_data
-from .features import Features, capture, load_features, shard_names
+from .features import Features, capture, layers_suffix, load_features, shard_names
 from .head_loss import unrolled_features  # the training unroll: both read the same attention pattern
 from .texts import answer_texts
 
@@ -36,7 +36,8 @@ class HeldOut:
 
 
 def eval_answers(
-    target: LoadedModel, work: Path, slug: str, max_new_tokens: int = 128, progress: bool = True, say=print
+    target: LoadedModel, work: Path, slug: str, max_new_tokens: int = 128, progress: bool = True, say=print,
+    layers: tuple[int, ...] = (),
 ) -> HeldOut:
     """The target's greedy fp32 answers to the EVAL prompts and its features over them (both cached in `work`)."""
     prompts = eval_prompts()
@@ -52,8 +53,8 @@ def eval_answers(
         progress=progress,
     )
     texts = answer_texts(answers.sequences, "eval")
-    folder = work / f"features-eval-{slug}-n{max_new_tokens}"
-    manifest = capture(target, texts, folder, progress=progress, say=say)
+    folder = work / f"features-eval-{slug}-n{max_new_tokens}{layers_suffix(layers)}"
+    manifest = capture(target, texts, folder, progress=progress, say=say, layers=layers)
     features = load_features(folder, [n for n in shard_names(texts) if n in manifest["shards"]])
     category = {tuple(s.prompt_ids) + tuple(s.answer.tolist()): s.category for s in answers.sequences}
     return HeldOut(
@@ -92,8 +93,11 @@ def agreement(
         chunk = order[start : start + batch]
         length = max(len(data.tokens[i]) for i in chunk)
         tokens = torch.stack([F.pad(data.tokens[i], (0, length - len(data.tokens[i]))) for i in chunk]).to(device)
+        read = data.inputs if head.shape.layers else data.features  # what the head reads of the target
+        if read is None:
+            raise ValueError(f"the held-out features hold no layers {head.shape.layers}: capture them with those")
         feats = torch.stack(
-            [F.pad(data.features[i].float(), (0, 0, 0, length - len(data.tokens[i]))) for i in chunk]
+            [F.pad(read[i].float(), (0, 0, 0, length - len(data.tokens[i]))) for i in chunk]
         ).to(device, embedding.dtype)
         predicted = unrolled_features(head, embedding[tokens[:, 1:]], feats[:, :-1], steps)  # [B, L-1, H] each
         j = torch.arange(length - 1, device=device)

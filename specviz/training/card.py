@@ -115,19 +115,23 @@ def head_card(info, evaluation: dict | None, command: str, name: str) -> str:
     tr, data, s = info.trained, info.trained["data"], info.shape
     cfg = {**tr["config"], "name": name}
     a, w, d = data["answers"], data["written"], data["documents"]
+    reads = ("final hidden state" if not s.layers else
+             f"hidden states after layers {', '.join(map(str, s.layers))} of {info.target_layers} (fused, EAGLE-3)")
+    fuse = (f"fuse([RMSNorm(state) for each of {len(s.layers)} layers]) ({len(s.layers) * s.hidden} → {s.hidden}), "
+            if s.layers else "")
     lines = [
         f"# {cfg.get('name') or name}",
         "",
         f"A feature-level draft head (EAGLE-style) for the SpecViz target **{info.target}**. It reads the target's own "
-        "final hidden state at the last committed position and the embedding of the next token, and predicts the "
+        f"{reads} at the last committed position and the embedding of the next token, and predicts the "
         "target's next hidden state; the target's output head on a reduced draft vocabulary turns that into q. "
         f"Use it as `--draft {cfg.get('name') or name}` (or `ngram+{cfg.get('name') or name}`: n-gram lookup when the "
         "context has a match, the head otherwise).",
         "",
         "## Shape",
         "",
-        f"- fc([RMSNorm(embedding), RMSNorm(feature)]) ({2 * s.hidden} → {s.hidden}), one decoder layer ({s.heads} "
-        f"attention heads, {s.kv_heads} key/value heads, MLP {s.intermediate}, RoPE θ {s.rope_theta:g}), "
+        f"- {fuse}fc([RMSNorm(embedding), RMSNorm(feature)]) ({2 * s.hidden} → {s.hidden}), one decoder layer "
+        f"({s.heads} attention heads, {s.kv_heads} key/value heads, MLP {s.intermediate}, RoPE θ {s.rope_theta:g}), "
         "output RMSNorm",
         f"- {tr['parameters']:,} trained parameters, stored in fp16; no embedding of its own (it reads the target's)",
         f"- draft vocabulary: the target's {len(info.vocab):,} most written tokens (its answers' tokens and its greedy "

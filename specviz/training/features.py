@@ -35,9 +35,10 @@ class Features:
     """Every captured text: its tokens, the target's features at each position, where training starts."""
 
     tokens: list[torch.Tensor]  # [n_i] int64
-    features: list[torch.Tensor]  # [n_i, H] fp16
+    features: list[torch.Tensor]  # [n_i, H] fp16: the final hidden state (p comes from it)
     answer_from: list[int]
     sources: list[str]
+    inputs: list[torch.Tensor] | None = None  # [n_i, len(layers) * H] fp16: the layers a head reads, if several
 
     @property
     def positions(self) -> int:
@@ -51,12 +52,29 @@ class Features:
 @torch.inference_mode()
 def hidden_states(target: LoadedModel, texts: list[Text], fast: bool = False) -> list[torch.Tensor]:
     """The target's final hidden state at every position of each text (right-padded batch, causal)."""
+    return layer_states(target, texts, fast)[0]
+
+
+@torch.inference_mode()
+def layer_states(target: LoadedModel, texts: list[Text], fast: bool = False, layers: tuple[int, ...] = ()
+                 ) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
+    """Per text, the target's final hidden state at every position [n, H] and, with `layers`, those hidden
+    states side by side [n, len(layers) * H] (as `decode.target_forward` hands them to a drafter); fp16."""
     width = max(len(t.ids) for t in texts)
     pad = target.tokenizer.pad_token_id or 0
     ids = torch.tensor([t.ids + [pad] * (width - len(t.ids)) for t in texts], device=target.device)
     with fast_autocast(target.device, fast):
-        hidden = target.model.base_model(ids).last_hidden_state.float()
-    return [hidden[i, : len(t.ids)].half().cpu() for i, t in enumerate(texts)]
+        out = target.model.base_model(ids, output_hidden_states=bool(layers))
+    final = [out.last_hidden_state[i, : len(t.ids)].float().half().cpu() for i, t in enumerate(texts)]
+    if not layers:
+        return final, None
+    read = torch.cat([out.hidden_states[i] for i in layers], dim=-1)
+    return final, [read[i, : len(t.ids)].float().half().cpu() for i, t in enumerate(texts)]
+
+
+def layers_suffix(layers: tuple[int, ...]) -> str:
+    """What a features folder's name adds for the layers it holds ("" for the final state alone)."""
+    return "-layers-" + "-".join(str(i) for i in layers) if layers else ""
 
 
 def shard_names(texts: list[Text]) -> list[str]:
@@ -70,8 +88,9 @@ def shard_names(texts: list[Text]) -> list[str]:
 
 
 def capture(target: LoadedModel, texts: list[Text], folder: Path, batch: int = 16, fast: bool = False,
-            progress: bool = True, say=lambda m: print(m, file=sys.stderr)) -> dict:
-    """Capture features for `texts` into `folder` (resuming), and return the manifest."""
+            progress: bool = True, say=lambda m: print(m, file=sys.stderr), layers: tuple[int, ...] = ()) -> dict:
+    """Capture features for `texts` into `folder` (resuming), and return the manifest. With `layers`, each shard
+    also holds those hidden states side by side ("inputs"): a folder holds one choice of layers only."""
     from tqdm import tqdm
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -82,7 +101,7 @@ def capture(target: LoadedModel, texts: list[Text], folder: Path, batch: int = 1
     positions = sum(len(t.ids) for _, chunk in todo for t in chunk)
     hidden = target.model.config.hidden_size
     say(f"features: {len(todo)} of {len(shards)} shards to capture, {positions:,} positions, "
-        f"about {positions * (2 * hidden + 8) / 1e6:.0f} MB on disk")
+        f"about {positions * (2 * hidden * (1 + len(layers)) + 8) / 1e6:.0f} MB on disk")
     known = _captured_texts(folder, manifest) if todo else {}
     reused = sum(len(t.ids) for _, chunk in todo for t in chunk if _key(t.ids) in known)
     if reused:
@@ -97,8 +116,9 @@ def capture(target: LoadedModel, texts: list[Text], folder: Path, batch: int = 1
         for start in range(0, len(new), batch):
             t1 = time.perf_counter()
             part = new[start : start + batch]
-            for text, feat in zip(part, hidden_states(target, part, fast)):
-                read[_key(text.ids)] = feat
+            final, inputs = layer_states(target, part, fast, layers)
+            for i, text in enumerate(part):
+                read[_key(text.ids)] = final[i] if inputs is None else (final[i], inputs[i])
             done = sum(len(t.ids) for t in part)
             bar.update(done)
             if not estimated:  # the time estimate, from the first batch's measured rate
@@ -109,10 +129,13 @@ def capture(target: LoadedModel, texts: list[Text], folder: Path, batch: int = 1
         feats = [known[k] if k in known else read[k] for k in (_key(t.ids) for t in chunk)]
         seconds = time.perf_counter() - t0
         tokens, offsets = store.pack([torch.tensor(t.ids, dtype=torch.int32) for t in chunk])
-        flat, _ = store.pack(feats)
-        store.save(folder / name, {"tokens": tokens, "offsets": offsets, "features": flat,
-                                   "answer_from": torch.tensor([t.answer_from for t in chunk])},
-                   {"source": chunk[0].source})
+        tensors = {"tokens": tokens, "offsets": offsets, "answer_from": torch.tensor([t.answer_from for t in chunk])}
+        if layers:
+            tensors["features"], _ = store.pack([f for f, _ in feats])
+            tensors["inputs"], _ = store.pack([i for _, i in feats])
+        else:
+            tensors["features"], _ = store.pack(feats)
+        store.save(folder / name, tensors, {"source": chunk[0].source, "layers": list(layers)})
         manifest["shards"][name] = {"source": chunk[0].source, "texts": len(chunk), "seconds": round(seconds, 2),
                                     "copied": sum(len(t.ids) for t in chunk) - sum(len(t.ids) for t in new),
                                     "positions": sum(len(t.ids) for t in chunk)}
@@ -133,7 +156,10 @@ def _captured_texts(folder: Path, manifest: dict) -> dict[str, torch.Tensor]:
         if (folder / name).is_file():
             tensors, _ = store.load(folder / name)
             tokens = store.unpack(tensors["tokens"], tensors["offsets"])
-            for ids, feat in zip(tokens, store.unpack(tensors["features"], tensors["offsets"])):
+            feats = store.unpack(tensors["features"], tensors["offsets"])
+            if "inputs" in tensors:
+                feats = list(zip(feats, store.unpack(tensors["inputs"], tensors["offsets"])))
+            for ids, feat in zip(tokens, feats):
                 known[_key(ids.tolist())] = feat
     return known
 
@@ -148,4 +174,35 @@ def load_features(folder: Path, names: list[str] | None = None) -> Features:
         out.features += store.unpack(tensors["features"], tensors["offsets"])
         out.answer_from += tensors["answer_from"].tolist()
         out.sources += [meta.get("source", "")] * len(tensors["answer_from"])
+        if "inputs" in tensors:
+            out.inputs = (out.inputs or []) + store.unpack(tensors["inputs"], tensors["offsets"])
     return out
+
+
+def on_device(features: Features, device: torch.device) -> Features:
+    """The same texts with their tokens and features moved to `device` (fp16 features stay fp16)."""
+    def move(rows):
+        return None if rows is None else [r.to(device) for r in rows]
+
+    return Features(move(features.tokens), move(features.features), features.answer_from, features.sources,
+                    move(features.inputs))
+
+
+def subset(features: Features, positions: int, seed: int) -> Features:
+    """Texts drawn at random (seeded) until they hold `positions` trained positions: a smaller set from the same
+    data."""
+    order = torch.randperm(len(features.tokens), generator=torch.Generator().manual_seed(seed)).tolist()
+    keep, total = [], 0
+    for i in order:
+        if total >= positions:
+            break
+        keep.append(i)
+        total += max(0, len(features.tokens[i]) - features.answer_from[i])
+    keep.sort()
+    return Features(
+        [features.tokens[i] for i in keep],
+        [features.features[i] for i in keep],
+        [features.answer_from[i] for i in keep],
+        [features.sources[i] for i in keep],
+        None if features.inputs is None else [features.inputs[i] for i in keep],
+    )

@@ -23,10 +23,11 @@ class Batch:
     tokens: torch.Tensor  # [B, L] right-padded
     features: torch.Tensor  # [B, L, H] the target's f at each position
     mask: torch.Tensor  # [B, L-1] pair j is trained on: it predicts an answer token and f_{j+1} exists
+    inputs: torch.Tensor | None = None  # [B, L, len(layers) * H] the layers a head reads, when it reads several
 
 
 def make_batch(data: Features, rows: list[int], seq_len: int, device: torch.device) -> Batch:
-    toks, feats, masks = [], [], []
+    toks, feats, masks, inputs = [], [], [], []
     length = min(seq_len, max(len(data.tokens[r]) for r in rows))
     for r in rows:
         t, f, start = data.tokens[r][:length], data.features[r][:length], data.answer_from[r]
@@ -35,7 +36,10 @@ def make_batch(data: Features, rows: list[int], seq_len: int, device: torch.devi
         masks.append((j <= n - 2) & (j >= start - 2))
         toks.append(F.pad(t, (0, length - n)))
         feats.append(F.pad(f.float(), (0, 0, 0, length - n)))
-    return Batch(torch.stack(toks).to(device), torch.stack(feats).to(device), torch.stack(masks).to(device))
+        if data.inputs is not None:
+            inputs.append(F.pad(data.inputs[r][:length].float(), (0, 0, 0, length - n)))
+    return Batch(torch.stack(toks).to(device), torch.stack(feats).to(device), torch.stack(masks).to(device),
+                 torch.stack(inputs).to(device) if inputs else None)
 
 
 def unrolled_features(
@@ -43,7 +47,8 @@ def unrolled_features(
 ) -> list[torch.Tensor]:
     """The head's predicted features [B, P, H] for each drafting step s = 1..steps, over P pairs at once.
 
-    Step 1 reads the true pairs (f_j, e(x_{j+1})). Step s > 1 at pair j reads (the step s-1
+    Step 1 reads the true pairs (f_j, e(x_{j+1})), f_j the target's features as the head reads them (lifted:
+    several layers fused; `features` is then [B, P, len(layers) * H]). Step s > 1 at pair j reads (the step s-1
     prediction made at pair j-1, e(x_{j+1})): the chain that started at pair j-s+1. When drafting,
     that chain's query attends to the true keys up to pair j-s+1 and to its own steps' keys at
     pairs j-s+2 .. j; here it does exactly that, with the keys of every step kept.
@@ -53,7 +58,7 @@ def unrolled_features(
     s_ = head.shape
     group = s_.heads // s_.kv_heads
     scale = 1.0 / math.sqrt(s_.head_dim)
-    x = head.inputs(embeddings, features)
+    x = head.inputs(embeddings, head.lift(features))
     q, k1, v1 = head.qkv(x, positions)
     attended = F.scaled_dot_product_attention(q, k1, v1, is_causal=True, enable_gqa=True)
     out = [head.finish(x, attended)]
@@ -93,7 +98,7 @@ def head_loss(
     unrolled draft steps, step s weighted step_decay^(s-1), the regression weighted `feature_weight` (λ)."""
     with fast_autocast(device):
         emb = embedding[batch.tokens[:, 1:]]  # e(x_{j+1}) for pairs j = 0 .. L-2
-        feats = batch.features[:, :-1]
+        feats = (batch.inputs if batch.inputs is not None else batch.features)[:, :-1]  # what pair j reads
         truth = batch.features[:, 1:]  # f_{j+1}
         with torch.no_grad():
             p = (truth[batch.mask] @ rows.T).float().softmax(-1)  # the target's p on the draft vocabulary

@@ -29,6 +29,7 @@ class Schedule:
     clip: float = 1.0  # gradient norm clipping
     validate_every: int = 0  # steps between checks on held-out text (0 = none)
     patience: int = 0  # stop after this many checks without a better score (0 = never stop early)
+    minutes: float = 0.0  # stop once training has taken this long (checked after each step; 0 = no limit)
 
     def learning_rate(self, step: int) -> float:
         if step < self.warmup:
@@ -126,16 +127,17 @@ def train_loop(
             bar.update()
             if on_step:
                 on_step(row)  # the app's live loss curve
-            stop = False
+            out_of_time = bool(schedule.minutes) and seconds >= 60 * schedule.minutes
+            stop = out_of_time
             if validate and schedule.validate_every and ((step + 1) % schedule.validate_every == 0
-                                                         or step + 1 == schedule.steps):
+                                                         or step + 1 == schedule.steps or out_of_time):
                 check = {"step": step + 1, **{k: round(float(v), 4) for k, v in validate().items()}}
                 model.train()
                 checks.append(check)
                 with checks_path.open("a", encoding="utf-8") as g:
                     g.write(json.dumps(check) + "\n")
                 best.offer(check, model, run_dir)
-                stop = bool(schedule.patience) and best.stale(checks) >= schedule.patience
+                stop = out_of_time or (bool(schedule.patience) and best.stale(checks) >= schedule.patience)
                 bar.write(f"check at step {step + 1}: {check} (best: step {best.step})")
             if stop or (step + 1) % schedule.checkpoint_every == 0 or step + 1 == schedule.steps:
                 scratch = checkpoint.with_suffix(".tmp")

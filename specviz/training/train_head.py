@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -31,7 +31,7 @@ from ..models import SHIPPED_DRAFTS, LoadedModel, load_model
 from . import store
 from .agreement import HeldOut, agreement, eval_answers
 from .answers import Dataset, bf16_ok, generate_data, train_prompts
-from .features import Features, capture, load_features, shard_names
+from .features import Features, capture, layers_suffix, load_features, on_device, shard_names, subset
 from .head_loss import head_loss, make_batch
 from .loop import Schedule, Training, batch_indices, read_log, train_loop
 from .texts import answer_texts, document_texts, written_prompts
@@ -65,23 +65,28 @@ class HeadConfig:
     ttt_steps: int = 3  # training-time test: drafting steps unrolled on the head's own predictions
     step_decay: float = 0.7  # loss weight of unrolled step s is step_decay ** (s - 1)
     feature_weight: float = 0.2  # weight of the feature regression beside the cross-entropy
+    # The target's hidden states the head reads (HeadShape.layers): () its final one; several are fused (EAGLE-3)
+    feature_layers: tuple[int, ...] = ()
     seed: int = 0
     checkpoint_every: int = 100
     validate_every: int = 0
     patience: int = 0  # stop after this many checks without a better one (0 = run every step)
+    train_minutes: float = 0.0  # stop training after this many minutes (0 = no limit); the best check's weights stay
     out: str = ""  # head folder; "" = assets/drafts/<name>
     work: str = ""  # data, features, checkpoints; "" = artifacts/heads
     device: str = "auto"
     resume: bool = False
 
     def __post_init__(self):
-        for key in ("vocab", "steps", "batch_size", "seq_len", "ttt_steps", "max_new_tokens"):
+        for key in ("vocab", "steps", "batch_size", "seq_len", "ttt_steps", "max_new_tokens", "answer_batch"):
             if int(getattr(self, key)) < 1:
                 raise ConfigError(f"{key.replace('_', ' ')} must be at least 1, got {getattr(self, key)}")
         if self.samples < 0 or self.written < 0 or self.document_tokens < 0 or self.positions < 0:
             raise ConfigError("samples, written prompts, document tokens and positions must be 0 or more")
         if not self.lr > 0:
             raise ConfigError(f"the learning rate must be positive, got {self.lr}")
+        if any(int(i) < 0 for i in self.feature_layers) or len(set(self.feature_layers)) != len(self.feature_layers):
+            raise ConfigError(f"feature layers must be distinct and 0 or more, got {list(self.feature_layers)}")
 
     @property
     def head_name(self) -> str:
@@ -170,8 +175,9 @@ def collect(
         written_seconds = own.seconds
     docs = document_texts(target.tokenizer, cfg.document_tokens) if cfg.document_tokens else []
     texts += docs
-    folder = work / f"features-{slug}"
-    manifest = capture(target, texts, folder, progress=progress, say=say)
+    layers = _layers(cfg, target)
+    folder = work / f"features-{slug}{layers_suffix(layers)}"
+    manifest = capture(target, texts, folder, progress=progress, say=say, layers=layers)
     features = load_features(folder, [n for n in shard_names(texts) if n in manifest["shards"]])
     counts = Counter()
     for s in answers.sequences + (own.sequences if own else []):
@@ -208,23 +214,13 @@ def collect(
     return HeadData(features, counts, summary)
 
 
-def subset(features: Features, positions: int, seed: int) -> Features:
-    """Texts drawn at random (seeded) until they hold `positions` trained positions: a smaller set from the same
-    data."""
-    order = torch.randperm(len(features.tokens), generator=torch.Generator().manual_seed(seed)).tolist()
-    keep, total = [], 0
-    for i in order:
-        if total >= positions:
-            break
-        keep.append(i)
-        total += max(0, len(features.tokens[i]) - features.answer_from[i])
-    keep.sort()
-    return Features(
-        [features.tokens[i] for i in keep],
-        [features.features[i] for i in keep],
-        [features.answer_from[i] for i in keep],
-        [features.sources[i] for i in keep],
-    )
+def _layers(cfg: HeadConfig, target: LoadedModel) -> tuple[int, ...]:
+    """The config's feature layers, checked against the target (its hidden-state list has layers + 1 entries)."""
+    count = target.model.config.num_hidden_layers
+    if any(i > count for i in cfg.feature_layers):
+        raise ConfigError(f"{target.name} has {count} layers: feature layers go from 0 (the embeddings) to {count} "
+                          f"(its final state), got {list(cfg.feature_layers)}")
+    return tuple(cfg.feature_layers)
 
 
 @torch.no_grad()
@@ -249,9 +245,9 @@ def coverage(tokens: list[int], vocab: list[int]) -> float:
 
 
 # --- training, saving ----------------------------------------------------------------------------
-def new_head(target: LoadedModel, seed: int) -> DraftHead:
+def new_head(target: LoadedModel, seed: int, layers: tuple[int, ...] = ()) -> DraftHead:
     torch.manual_seed(seed)
-    head = DraftHead(HeadShape.of_target(target.model.config))
+    head = DraftHead(replace(HeadShape.of_target(target.model.config), layers=layers))
     norm = getattr(target.model.base_model, "norm", None)
     if norm is not None:  # start the output norm at the target's, so predicted features begin at its scale
         with torch.no_grad():
@@ -269,7 +265,9 @@ def train(
     held: HeldOut | None = None,
 ) -> Training:
     device = target.device
-    head = new_head(target, cfg.seed).to(device)
+    head = new_head(target, cfg.seed, _layers(cfg, target)).to(device)
+    if device.type == "cuda":  # every batch is cut from data already on the GPU, not copied over each step
+        data = replace(data, features=on_device(data.features, device))
     embedding = target.model.get_input_embeddings().weight.detach().float()
     # The target's output head on the draft vocabulary: p from true features, q from predicted ones.
     rows = target.model.get_output_embeddings().weight.detach().float()[torch.tensor(vocab, device=device)]
@@ -312,6 +310,7 @@ def train(
         cfg.checkpoint_every,
         validate_every=cfg.validate_every if held else 0,
         patience=cfg.patience,
+        minutes=cfg.train_minutes,
     )
     return train_loop(
         head,
@@ -330,7 +329,7 @@ def train(
 def info_for(cfg: HeadConfig, target: LoadedModel, vocab: list[int], data: HeadData, training: Training) -> HeadInfo:
     embedding = target.model.get_input_embeddings().weight.detach().float().cpu()
     return HeadInfo(
-        shape=HeadShape.of_target(target.model.config),
+        shape=replace(HeadShape.of_target(target.model.config), layers=_layers(cfg, target)),
         vocab=vocab,
         target=target.name,
         target_layers=target.model.config.num_hidden_layers,
@@ -372,7 +371,8 @@ def train_head(
     ]
     data.summary["vocab_coverage_train"] = coverage(train_tokens, vocab)
     held = (
-        eval_answers(target, cfg.work_dir, cfg.slug(target.name), progress=progress, say=say)
+        eval_answers(target, cfg.work_dir, cfg.slug(target.name), progress=progress, say=say,
+                     layers=_layers(cfg, target))
         if cfg.validate_every
         else None
     )

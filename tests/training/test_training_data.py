@@ -95,8 +95,7 @@ def test_sampling_draws_from_the_softmax():
 
 
 def test_a_data_curve_subset_is_random_texts_up_to_the_positions_asked():
-    from specviz.training.features import Features
-    from specviz.training.train_head import subset
+    from specviz.training.features import Features, subset
 
     tokens = [torch.arange(10 + i) for i in range(40)]
     data = Features(tokens, [torch.zeros(len(t), 4) for t in tokens], [2] * 40, ["answers"] * 40)
@@ -123,9 +122,9 @@ def test_a_grown_text_list_reads_only_its_new_texts(target, tmp_path):
 
         @property
         def base_model(self):
-            def forward(ids):
+            def forward(ids, **options):
                 read.extend(ids.tolist())
-                return target.model.base_model(ids)
+                return target.model.base_model(ids, **options)
 
             return forward
 
