@@ -18,6 +18,7 @@ verification is checked against is "does it still reach the answer the target re
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, field, replace
@@ -27,7 +28,6 @@ from typing import Callable, Sequence
 import pandas as pd
 import sacrebleu
 import torch
-from rouge_score import rouge_scorer
 
 from ..comparison import Comparison
 from ..config import Decoding, Verification
@@ -62,14 +62,19 @@ class _WhitespaceTokenizer:
         return text.split()
 
 
-_ROUGE = rouge_scorer.RougeScorer(["rougeL"], tokenizer=_WhitespaceTokenizer())
+@functools.cache
+def _rouge():
+    """rouge-score's scorer, made on first use: commands that score nothing (distil, serve) never import it."""
+    from rouge_score import rouge_scorer
+
+    return rouge_scorer.RougeScorer(["rougeL"], tokenizer=_WhitespaceTokenizer())
 
 
 def rouge_l(output: str, reference: str) -> float:
     """ROUGE-L F1 (rouge-score, 0-1): longest common word subsequence of output and reference."""
     if _both_empty(output, reference):
         return 1.0
-    return float(_ROUGE.score(reference, output)["rougeL"].fmeasure)
+    return float(_rouge().score(reference, output)["rougeL"].fmeasure)
 
 
 def log_likelihood(target: LoadedModel, prompt_ids: Sequence[int], output_ids: Sequence[int]) -> tuple[float, int]:
