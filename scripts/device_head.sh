@@ -35,7 +35,7 @@ case "${1:-}" in
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
     python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
     status=0
-    python3 -m specviz distill --kind head --device cuda --no-eval --work /tmp/specviz-work "$@" \
+    timeout "${DISTILL_TIMEOUT:-0}" python3 -m specviz distill --kind head --device cuda --no-eval --work /tmp/specviz-work "$@" \
       > >(tee "$OUT/train.log") 2>&1 || status=$?
     tar -czf "$OUT/head.tgz" -C /tmp/specviz-work --exclude='features-*' --exclude='*.pt' --exclude='*answers*' . \
       2>/dev/null || true

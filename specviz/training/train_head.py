@@ -230,7 +230,8 @@ def draft_vocabulary(target: LoadedModel, data: HeadData, size: int) -> list[int
     counts = Counter(data.answer_tokens)
     for feats in data.features.features:
         for chunk in feats.split(4096):
-            counts.update(out(chunk.to(out.weight.dtype))[:, : target.vocab_size].argmax(-1).tolist())
+            logits = out(chunk.to(out.weight.device, out.weight.dtype))  # features wait on the CPU
+            counts.update(logits[:, : target.vocab_size].argmax(-1).tolist())
     ranked = [t for t, _ in counts.most_common(size)]
     if len(ranked) < size:  # pad with ids never seen, lowest first, so the size is what was asked
         seen = set(ranked)
