@@ -8,6 +8,8 @@ from specviz.app.views import training_charts
 from specviz.models import user_drafts_dir
 from specviz.training import quick
 
+READS = ("the last hidden state", "three, fused (EAGLE-3)")  # what a head reads of the target
+
 st.set_page_config(page_title="Distil · SpecViz", page_icon="🔎", layout="wide")
 controls.page_intro(
     "Distil a draft — make the target's own small sibling",
@@ -26,6 +28,7 @@ if room.locked():
 LINK = [
     links.Param("ds-kind", "kind", choices=lambda: ("tiny draft model", "draft head")),
     links.Param("ds-docs", "documents", int, choices=lambda: range(0, 100_001, 10_000)),
+    links.Param("ds-reads", "reads", choices=lambda: READS),
     links.Param("ds-layers", "layers", int, limits=(1, 4)),
     links.Param("ds-hidden", "hidden", int, choices=lambda: (64, 96, 128, 192, 256)),
     links.Param("ds-prompts", "prompts", int, limits=(2, 28)),
@@ -56,6 +59,9 @@ with st.sidebar:
             key="ds-docs",
             help="Python's reference and code, read in one forward: many positions, cheaply",
         )
+        reads = st.radio("The head reads", READS, key="ds-reads", horizontal=True,
+                         help="EAGLE-3 fuses a low, a middle and the last of the target's hidden states; the last "
+                              "alone is EAGLE-1's input")
     else:
         layers = st.slider("Decoder layers", 1, 4, 1, key="ds-layers")
         hidden = st.select_slider(
@@ -91,11 +97,13 @@ with st.sidebar:
     links.share(LINK)
     links.link_box()
 
-name = f"my-head-{documents // 1000}k-s{steps}" if kind == "draft head" else f"my-draft-{layers}l{hidden}-s{steps}"
+fused = kind == "draft head" and reads == READS[1]
+name = (f"my-head{'-fused' if fused else ''}-{documents // 1000}k-s{steps}" if kind == "draft head"
+        else f"my-draft-{layers}l{hidden}-s{steps}")
 state = st.session_state
 
 
-def distil(job: str, cfg, what: str) -> None:
+def distil(job: str, cfg, what: str, **options) -> None:
     """Train in the measurement worker (it owns the target), drawing the loss curve as the steps come."""
     losses: list[dict] = []
     state["ds-result"] = {"name": name, "losses": losses, "evaluation": None, "gamma": 3 if head else 4,
@@ -115,7 +123,7 @@ def distil(job: str, cfg, what: str) -> None:
 
     with controls.error_box(what):
         state["ds-result"]["evaluation"] = service.run_job(job, on_event, cfg=cfg, per_category=eval_prompts,
-                                                           rivals=rivals, race_tokens=race_tokens)
+                                                           rivals=rivals, race_tokens=race_tokens, **options)
         status.update(label=f"Trained {name}", state="complete")
 
 
@@ -125,6 +133,7 @@ if st.button(f"Distil {name}", type="primary", key="ds-run"):
             "distil_head",
             quick.small_head_config(name, steps, samples, per_category, answer_tokens, documents),
             "train the head",
+            fused=fused,
         )
     else:
         distil(

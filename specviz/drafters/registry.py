@@ -227,7 +227,7 @@ DRAFTERS: dict[str, Kind] = {
     ),
     "head": Kind(
         _head_drafter,
-        "a feature-level draft head (EAGLE-style) over the target's last hidden state",
+        "a feature-level draft head (EAGLE-style) over the target's hidden states (its last, or several fused)",
         "HEAD or head:HEAD",
         _heads,
     ),

@@ -115,8 +115,13 @@ def head_card(info, evaluation: dict | None, command: str, name: str) -> str:
     tr, data, s = info.trained, info.trained["data"], info.shape
     cfg = {**tr["config"], "name": name}
     a, w, d = data["answers"], data["written"], data["documents"]
+    def state(i: int) -> str:
+        return "its embeddings" if i == 0 else "its final, normed state" if i == info.target_layers else \
+            f"layer {i}'s output"
+
     reads = ("final hidden state" if not s.layers else
-             f"hidden states after layers {', '.join(map(str, s.layers))} of {info.target_layers} (fused, EAGLE-3)")
+             f"hidden states at {len(s.layers)} depths ({'; '.join(state(i) for i in s.layers)}; "
+             f"{info.target_layers} layers in all), fused as in EAGLE-3,")
     fuse = (f"fuse([RMSNorm(state) for each of {len(s.layers)} layers]) ({len(s.layers) * s.hidden} → {s.hidden}), "
             if s.layers else "")
     lines = [

@@ -94,11 +94,17 @@ def command_for(config: dict) -> str:
         "validate_every": "--validate-every",
         "patience": "--patience",
         "seq_len": "--seq-len",
+        "feature_layers": "--feature-layers",
+        "answer_batch": "--answer-batch",
+        "train_minutes": "--train-minutes",
+        "device": "--device",
     }
     default = asdict(HeadConfig())
-    parts = [
-        f"{flag} {config[key]:g}" if isinstance(config[key], float) else f"{flag} {config[key]}"
-        for key, flag in flags.items()
-        if key in config and config[key] != default[key]
-    ]
+    def value(v) -> str:
+        if isinstance(v, (list, tuple)):
+            return ",".join(str(i) for i in v)
+        return f"{v:g}" if isinstance(v, float) else str(v)
+
+    parts = [f"{flag} {value(config[key])}" for key, flag in flags.items()
+             if key in config and value(config[key]) != value(default[key])]
     return " ".join(["python -m specviz distill --kind head", *parts])

@@ -214,6 +214,12 @@ def collect(
     return HeadData(features, counts, summary)
 
 
+def three_depths(layers: int) -> tuple[int, ...]:
+    """EAGLE-3's choice for a target of `layers` layers: an early layer's output, the middle one's and the final
+    state (3, 15 and 30 on the embedded 30-layer target), as hidden-state indices."""
+    return tuple(sorted({min(3, layers), max(1, layers // 2), layers}))
+
+
 def _layers(cfg: HeadConfig, target: LoadedModel) -> tuple[int, ...]:
     """The config's feature layers, checked against the target (its hidden-state list has layers + 1 entries)."""
     count = target.model.config.num_hidden_layers

@@ -112,11 +112,17 @@ def record_lab(ctx: Context, target: str, setup) -> Any:
     return recordings.record_lab(ctx.load(target), setup, ctx.load, on_run=lambda i, n: ctx.emit(("progress", i, n)))
 
 
-def distil_head(ctx: Context, cfg, per_category: int, rivals: list[str] | None = None, *, race_tokens: int) -> dict:
-    """The Distil page's small head: ("say", text) and ("step", row) while it trains, then its race."""
+def distil_head(ctx: Context, cfg, per_category: int, rivals: list[str] | None = None, *, race_tokens: int,
+                fused: bool = False) -> dict:
+    """The Distil page's small head: ("say", text) and ("step", row) while it trains, then its race. `fused`: it reads
+    three of the target's hidden states (`train_head.three_depths`), as EAGLE-3 does."""
+    from dataclasses import replace
+
     from ..training import quick, train_head
 
     target = ctx.load(cfg.target)
+    if fused:
+        cfg = replace(cfg, feature_layers=train_head.three_depths(target.model.config.num_hidden_layers))
     folder = train_head.train_head(cfg, target, progress=False, say=lambda text: ctx.emit(("say", text)),
                                    on_step=lambda row: ctx.emit(("step", row)))
     ctx.emit(("say", "Racing the new head against its rivals on evaluation prompts…"))

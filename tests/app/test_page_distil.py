@@ -92,10 +92,12 @@ def test_distil_page_trains_races_and_adds_the_draft_to_every_picker(cache):
 
 
 def test_distil_page_trains_a_draft_head_with_a_live_curve_and_races_it(cache):
-    """Head mode: the target answers 7 prompts (16 tokens), reads no documents, 10 steps, the race on 7 prompts."""
-    name = "my-head-0k-s10"
+    """Head mode: the target answers 7 prompts (16 tokens), reads no documents, 10 steps, the race on 7 prompts. The
+    head reads three of the target's hidden states, fused (EAGLE-3)."""
+    name = "my-head-fused-0k-s10"
     at = AppTest.from_file(PAGE, default_timeout=900).run()
     at.radio(key="ds-kind").set_value("draft head").run()
+    at.radio(key="ds-reads").set_value("three, fused (EAGLE-3)")
     at.slider(key="ds-docs").set_value(0)
     at.slider(key="ds-prompts").set_value(2)
     at.slider(key="ds-samples").set_value(0)
@@ -117,6 +119,6 @@ def test_distil_page_trains_a_draft_head_with_a_live_curve_and_races_it(cache):
     table = at.dataframe[0].value
     assert table["draft"].tolist() == [name, f"ngram+{name}"]
     assert all(v.endswith("/7") for v in table["identical"]), "lossless on every evaluation prompt"
-    assert (cache / "drafts" / name / "head.json").is_file()
+    assert json.loads((cache / "drafts" / name / "head.json").read_text())["shape"]["layers"] == [3, 15, 30]
     rounds = AppTest.from_file(str(ROOT / "pages" / "1_Rounds.py"), default_timeout=60).run()
     assert {name, f"ngram+{name}"} <= set(rounds.selectbox(key="rounds-draft").options)
