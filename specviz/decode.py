@@ -61,7 +61,7 @@ def target_forward(target: LoadedModel, forward_input: torch.Tensor, cache: Dyna
         states = model.base_model(forward_input, past_key_values=cache, use_cache=True,
                                   output_hidden_states=bool(layers), **shape)
         hidden = states.last_hidden_state[0]
-        read = _layers(states.hidden_states, layers) if layers else hidden
+        read = stack_layers(states.hidden_states, layers)[0] if layers else hidden
         out, n = model.get_output_embeddings(), forward_input.shape[1]
         if not head:
             return read, None
@@ -70,13 +70,15 @@ def target_forward(target: LoadedModel, forward_input: torch.Tensor, cache: Dyna
         return read, LazyLogits(n, lambda a, b: out(hidden[a:b])[:, :vocab])
     outputs = model(forward_input, past_key_values=cache, use_cache=True, output_hidden_states=True, **shape,
                     **({} if head else {"logits_to_keep": 1}))
-    read = _layers(outputs.hidden_states, layers) if layers else outputs.hidden_states[-1][0]
+    read = stack_layers(outputs.hidden_states, layers)[0] if layers else outputs.hidden_states[-1][0]
     return read, LazyLogits.ready(outputs.logits[0, :, :vocab]) if head else None
 
 
-def _layers(states: tuple[torch.Tensor, ...], layers: tuple[int, ...]) -> torch.Tensor:
-    """The hidden states `layers` of a one-row forward, side by side: [n, len(layers) * H]."""
-    return torch.cat([states[i][0] for i in layers], dim=-1)
+def stack_layers(states: tuple[torch.Tensor, ...], layers: tuple[int, ...]) -> torch.Tensor:
+    """The hidden states `layers` of a forward's list (each [B, n, H]) side by side: [B, n, len(layers) * H]. The
+    loop hands these to a drafter, and training captures them (`training.features.layer_states`) with this same
+    function, so both read the layers in one order."""
+    return torch.cat([states[i] for i in layers], dim=-1)
 
 
 def generate(

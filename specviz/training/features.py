@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from ..decode import stack_layers
 from ..models import LoadedModel
 from . import store
 from .answers import fast_autocast
@@ -68,7 +69,7 @@ def layer_states(target: LoadedModel, texts: list[Text], fast: bool = False, lay
     final = [out.last_hidden_state[i, : len(t.ids)].float().half().cpu() for i, t in enumerate(texts)]
     if not layers:
         return final, None
-    read = torch.cat([out.hidden_states[i] for i in layers], dim=-1)
+    read = stack_layers(out.hidden_states, layers)
     return final, [read[i, : len(t.ids)].float().half().cpu() for i, t in enumerate(texts)]
 
 
