@@ -145,8 +145,10 @@ if st.button(f"Distil {name}", type="primary", key="ds-run"):
 result = state.get("ds-result")
 if not result:
     st.info(
-        "Pick a size and a little data, then press **Distil**. A 1-layer, 128-wide draft on 4 prompts per workload "
-        "trains in a few minutes on a CPU; the shipped drafts saw far more data."
+        "Pick a size and a little data, then press **Distil**. "
+        + ("A head (one decoder layer over the target's own hidden states) "
+           if kind == "draft head" else "A 1-layer, 128-wide draft ")
+        + "on 4 prompts per workload trains in a few minutes on a CPU; the shipped drafts saw far more data."
     )
     st.stop()
 if result["losses"]:

@@ -10,12 +10,17 @@
 #   call 2: bash scripts/device_head.sh train ARGS...  joins the halves, checks the sum, installs the wheels and
 #                                                      runs `python -m specviz distill --kind head --device cuda ARGS`
 #
+# Data written elsewhere (the target's answers, its written prompts, the evaluation answers: the files distill keeps
+# in its work folder) travels in .device/work/ and is copied into the work folder first, so distill reuses it rather
+# than writing it again. Answers carried that way can drop their top-k columns (scripts/slim_answers.py): a head
+# recomputes p from the features and reads no top-k.
+#
 # Everything made comes back through $OUT: the head folder and its run's logs (head.tgz), and the output (train.log).
 set -euo pipefail
 STASH=/tmp/specviz-stash
 GGUF_SHA256=${GGUF_SHA256:-}
 mkdir -p "$STASH"
-cp .device/* "$STASH"/
+cp -r .device/. "$STASH"/
 case "${1:-}" in
   stash)
     ls -la "$STASH"
@@ -32,6 +37,9 @@ case "${1:-}" in
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/specviz-wheels \
       "$STASH"/*.whl
     export PYTHONPATH=/tmp/specviz-wheels:$site PYTHONUNBUFFERED=1 TQDM_MININTERVAL=30
+    if [ -d "$STASH/work" ]; then
+      mkdir -p /tmp/specviz-work && cp -r "$STASH/work/." /tmp/specviz-work/ && ls -la /tmp/specviz-work
+    fi
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
     python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
     status=0

@@ -22,7 +22,10 @@ CPU, or where torch has no oneDNN, the stock path is kept.
 
 from __future__ import annotations
 
+import functools
 import os
+import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -61,6 +64,86 @@ def product(weight: torch.Tensor) -> nn.Linear:
 
 def onednn_available() -> bool:
     return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+
+
+def bf16_ok(device: torch.device) -> bool:
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    if device.type == "cpu":
+        return (bool(getattr(torch.backends.cpu, "get_cpu_capability", lambda: "")() in ("AVX512", "AMX"))
+                and _cpu_has_bf16() and _cpu_bf16_faster())
+    return False
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_bf16_faster() -> bool:
+    """Whether bf16 products beat fp32 here, measured once on a target-sized product (about 0.1 s).
+
+    A CPU that has AVX-512 bf16 instructions is not always faster with them: on this project's AMD
+    EPYC bf16 wrote answers 1.6x faster than fp32, on an Intel Xeon without AMX it wrote them at
+    0.7x the fp32 speed, and captured features at 0.6x.
+    """
+
+    def seconds(dtype) -> float:
+        x, w = torch.randn(48, 576, dtype=dtype), torch.randn(1536, 576, dtype=dtype)
+        torch.nn.functional.linear(x, w)  # warm-up
+        t0 = time.perf_counter()
+        for _ in range(20):
+            torch.nn.functional.linear(x, w)
+        return time.perf_counter() - t0
+
+    return min(seconds(torch.bfloat16) for _ in range(3)) < 0.8 * min(seconds(torch.float32) for _ in range(3))
+
+
+def draft_dtype(device: torch.device, dtype: torch.dtype) -> torch.dtype:
+    """The dtype a small draft network (a head) runs in beside a target of `dtype` on `device`.
+
+    A head drafts one row at a time, so each draft streams all its weights: bf16 weights halve that,
+    and a head of 8k output rows then fits in this AMD EPYC's cache. Where the CPU's one-row bf16
+    products are faster than fp32 ones (measured here once), an fp32 target's head runs in bf16. Its q
+    is still computed in fp32 from its logits, and verification stays the target's own, so the output
+    is unchanged: only which tokens are drafted may differ. Elsewhere (a GPU, a CPU without fast bf16,
+    SPECVIZ_FAST_PATH=0) the head keeps the target's dtype.
+    """
+    if (device.type != "cpu" or dtype != torch.float32 or os.environ.get("SPECVIZ_FAST_PATH") == "0"
+            or not onednn_available() or not _cpu_has_bf16()):
+        return dtype
+    return torch.bfloat16 if _cpu_bf16_rows_faster() else dtype
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_bf16_rows_faster() -> bool:
+    """Whether a packed one-row product over a head-sized weight (8,192 x 576) is clearly faster in bf16: the
+    best of five tries each, taken in turn on one thread (a busy core then slows both alike; about 50 ms)."""
+    linears = {dtype: product(torch.randn(8192, 576, dtype=dtype) / 24) for dtype in (torch.float32, torch.bfloat16)}
+    best = dict.fromkeys(linears, float("inf"))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        _time_rows(linears, best)
+    finally:
+        torch.set_num_threads(threads)
+    return best[torch.bfloat16] < 0.8 * best[torch.float32]
+
+
+def _time_rows(linears: dict, best: dict) -> None:
+    with torch.inference_mode():
+        for _ in range(5):
+            for dtype, linear in linears.items():
+                x = torch.randn(1, 576, dtype=dtype)
+                linear(x)
+                t0 = time.perf_counter()
+                for _ in range(5):
+                    linear(x)
+                best[dtype] = min(best[dtype], time.perf_counter() - t0)
+
+
+def _cpu_has_bf16() -> bool:
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
 class PackedLinear(nn.Linear):

@@ -178,8 +178,10 @@ def make_drafter(target, load, request):
 
     def make(spec: str):
         if "tiny-head" in spec:
-            spec = spec.replace("tiny-head", f"head:{request.getfixturevalue('tiny_head_dir')}")
-            spec = spec.replace("ngram+head:", "ngram+head:")
+            folder = request.getfixturevalue("tiny_head_dir")
+            # blend:HEAD and auto:HEAD name the head's folder; a head alone or the hybrid takes head:FOLDER
+            named = spec.startswith(("blend:", "auto:"))
+            spec = spec.replace("tiny-head", str(folder) if named else f"head:{folder}")
         return build_drafter(spec, target, load=load)
 
     return make

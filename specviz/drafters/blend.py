@@ -44,10 +44,8 @@ class BlendDrafter(RecycleDrafter):
         return merge(self.copied_offers(matches, width)
                      + recycled_offers(self.table, token, width, self.never, matches), width)
 
-    def expand(self, offer: Offer, width: int) -> list[Offer]:
-        local, found = offer.state
-        followed = (local.follow(offer.token) if local else None, found.follow(offer.token) if found else None)
-        return self.offers(followed, offer.token, width)
+    def expand(self, offer: Offer, width: int, score: float = 1.0) -> list[Offer]:
+        return self.offers(follow(offer.state, offer.token), offer.token, width)
 
     def draft(self, context, k, sampling, generator):
         local_index = self.suffix.local
@@ -59,9 +57,15 @@ class BlendDrafter(RecycleDrafter):
             corpus = self.suffix.corpus
             found = corpus.longest_match(text, exclude=self.suffix.key) if corpus is not None else None
             root = self.offers((local_index.longest_match(text), found), text[-1], width)
-            tree = grow(root, lambda offer: self.expand(offer, width), budget, k, MIN_SCORE)
+            tree = grow(root, lambda offer, score: self.expand(offer, width, score), budget, k, MIN_SCORE)
         return self.proposal(tree, context.device)
 
     def finish(self, output_ids: list[int]) -> None:
         super().finish(output_ids)
         self.suffix.finish(output_ids)
+
+
+def follow(matches: Matches, token: int) -> Matches:
+    """Both matches one token further (None where a match has no such continuation)."""
+    local, found = matches
+    return local.follow(token) if local else None, found.follow(token) if found else None

@@ -34,8 +34,11 @@ class HeadDrafter(Drafter):
         self.reads_layers = head.shape.layers  # several layers (EAGLE-3): the loop hands them over concatenated
         self.vocab_ids = vocab_ids  # [N] target ids of the draft vocabulary
         self.embedding = embedding  # the target's input embedding, shared and read-only
+        # The head's own dtype (bf16 beside an fp32 target where that is faster: fast_path.draft_dtype). What it
+        # reads is cast to it, and q is always computed in fp32 from its logits.
+        self.dtype = next(head.parameters()).dtype
         # x ↦ x @ [N, H].T: the target's output head on the draft vocabulary
-        self.rows = product(output.index_select(0, vocab_ids))
+        self.rows = product(output.index_select(0, vocab_ids).to(self.dtype))
         self.vocab_size = vocab_size
         self.cache = None
         self.read = 0  # pairs read with the target's true features
@@ -55,13 +58,13 @@ class HeadDrafter(Drafter):
         ids, probs = [], []
         feature = self.feature
         for i in range(k):
-            q = distribution(self.rows(feature), sampling)  # q over the draft vocabulary
+            q = distribution(self.rows(feature).float(), sampling)  # q over the draft vocabulary
             choice = choose(q, sampling, generator)
             token = self.vocab_ids[choice]
             ids.append(token)
             probs.append(q)
             if i < k - 1:  # the next draft reads (predicted feature, drafted token)
-                feature = self.head.step(self.embedding[token].view(1, -1), feature.view(1, -1), self.cache)[0]
+                feature = self.head.step(self._embed(token.view(1)), feature.view(1, -1), self.cache)[0]
         full = torch.zeros(k, self.vocab_size, dtype=probs[0].dtype, device=context.device)
         full[:, self.vocab_ids] = torch.stack(probs)  # q is 0 outside the draft vocabulary
         return Proposal(torch.stack(ids), full)
@@ -72,6 +75,10 @@ class HeadDrafter(Drafter):
             return Proposal(context.new_empty(0), None)
         return self._propose_tree(context, depth, sampling, generator, replace(self.tree, budget=budget))
 
+    def _embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The target's input embeddings of `tokens` [n], in the head's dtype."""
+        return self.embedding[tokens].to(self.dtype)
+
     def _read(self, context) -> bool:
         """Read the pairs (f_j, e(x_{j+1})) for j = read .. L-2 in one forward; whether there is a feature to draft
         from (a one-token prompt has none yet)."""
@@ -80,8 +87,8 @@ class HeadDrafter(Drafter):
             raise RuntimeError(f"head drafter out of step: {new_tokens.shape[0]} tokens, "
                                f"{self.pending.shape[0]} features")
         if new_tokens.shape[0]:
-            true = self.head.lift(self.pending)  # the target's features, as the head reads them
-            self.feature = self.head.step(self.embedding[new_tokens], true, self.cache)[-1]
+            true = self.head.lift(self.pending.to(self.dtype))  # the target's features, as the head reads them
+            self.feature = self.head.step(self._embed(new_tokens), true, self.cache)[-1]
             self.read, self.pending = context.shape[1] - 1, self.pending[:0]
         self.true_length = self.cache.length
         return self.cache.length > 0
@@ -93,13 +100,13 @@ class HeadDrafter(Drafter):
         feed = TreeFeed(self.true_length)
 
         def q_draft(feature):  # q on the draft vocabulary
-            return distribution(self.rows(feature), sampling)
+            return distribution(self.rows(feature).float(), sampling)
 
         def expand(nodes, tokens, parents):
             allowed, positions = feed.read(nodes, parents, context.device)
             inputs = torch.stack([features[parents[n]] if parents[n] >= 0 else self.feature for n in nodes])
             token_ids = torch.tensor([tokens[n] for n in nodes], device=context.device)
-            out = self.head.step(self.embedding[token_ids], inputs, self.cache, positions, allowed)
+            out = self.head.step(self._embed(token_ids), inputs, self.cache, positions, allowed)
             for node, feature in zip(nodes, out):
                 features[node] = feature
             return q_draft(out)

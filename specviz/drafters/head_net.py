@@ -249,8 +249,10 @@ def read_info(folder: Path) -> HeadInfo:
         raise ConfigError(f"the head in {folder} has a damaged {HEAD_CONFIG} ({exc}); train or copy it again") from exc
 
 
-def load_head(folder: Path, target_model: torch.nn.Module, target_name: str) -> tuple[DraftHead, HeadInfo]:
-    """The head in `folder`, on the target's device and dtype, after checking it was trained on this target."""
+def load_head(folder: Path, target_model: torch.nn.Module, target_name: str, dtype: torch.dtype | None = None
+              ) -> tuple[DraftHead, HeadInfo]:
+    """The head in `folder`, on the target's device and in `dtype` (the target's by default), after checking it
+    was trained on this target."""
     from safetensors.torch import load_file
 
     info = read_info(folder)
@@ -276,5 +278,5 @@ def load_head(folder: Path, target_model: torch.nn.Module, target_name: str) -> 
         raise ConfigError(
             f"the weights of the head {Path(folder).name} cannot be read ({exc}); train or copy it again"
         ) from exc
-    head.to(device=embedding.device, dtype=embedding.dtype).eval().requires_grad_(False)
+    head.to(device=embedding.device, dtype=dtype or embedding.dtype).eval().requires_grad_(False)
     return prepare(head, embedding.device), info

@@ -130,7 +130,7 @@ class RecycleDrafter(Drafter):
         tree = ScoredTree()
         if k > 0:
             root = recycled_offers(self.table, int(context[0, -1]), width, self.never)
-            tree = grow(root, lambda offer: recycled_offers(self.table, offer.token, width, self.never),
+            tree = grow(root, lambda offer, _score: recycled_offers(self.table, offer.token, width, self.never),
                         budget, k, MIN_SCORE)
         return self.proposal(tree, context.device)
 

@@ -16,10 +16,12 @@ from typing import Callable
 import torch
 
 from ..errors import ConfigError
+from ..fast_path import draft_dtype
 from ..models import LoadedModel, draft_folders, load_model, shared_vocab
 from .auto import AutoDrafter
 from .base import Drafter
 from .blend import BlendDrafter
+from .blend_head import HeadBlendDrafter
 from .head import HeadDrafter, HybridDrafter
 from .head_net import is_head, load_head
 from .model import ModelDrafter, layer_skip_view
@@ -91,10 +93,16 @@ def _recycle_drafter(spec: Spec, target: LoadedModel, load) -> Drafter:
 
 
 def _blend_drafter(spec: Spec, target: LoadedModel, load) -> Drafter:
-    """Suffix matches and the target's recycled guesses in one scored tree."""
-    if spec.arg:
-        raise ConfigError(f"blend takes no argument, got blend:{spec.arg}")
-    return BlendDrafter("blend", _suffix_drafter(Spec("suffix", ""), target, load), _store(target))
+    """Suffix matches and the target's recycled guesses in one scored tree; `blend:HEAD`: that head's guesses too."""
+    suffix = _suffix_drafter(Spec("suffix", ""), target, load)
+    if not spec.arg:
+        return BlendDrafter("blend", suffix, _store(target))
+    folder = head_folder(spec.arg)
+    if folder is None:
+        raise ConfigError(f"no draft head named {spec.arg!r} for blend; `python -m specviz models` lists the heads "
+                          "here")
+    head = _head_drafter(Spec("head", spec.arg, folder), target, load)
+    return HeadBlendDrafter(f"blend:{spec.arg}", head, suffix=suffix, store=_store(target))
 
 
 def _store(target: LoadedModel):
@@ -125,8 +133,8 @@ def _layerskip_drafter(spec: Spec, target: LoadedModel, load) -> Drafter:
 def _head_drafter(spec: Spec, target: LoadedModel, load) -> Drafter:
     if spec.folder is None:
         raise ConfigError(f"no draft head named {spec.arg!r}; `python -m specviz models` lists the heads here")
-    head, info = load_head(spec.folder, target.model, target.name)
     embedding = target.model.get_input_embeddings().weight
+    head, info = load_head(spec.folder, target.model, target.name, draft_dtype(embedding.device, embedding.dtype))
     vocab = torch.tensor(info.vocab, device=embedding.device)
     return HeadDrafter(
         spec.folder.name, head, vocab, embedding, target.model.get_output_embeddings().weight, target.vocab_size
@@ -206,9 +214,9 @@ DRAFTERS: dict[str, Kind] = {
     "blend": Kind(
         _blend_drafter,
         "suffix matches and the target's recycled guesses in one tree scored by their "
-        "chances, cut where it stops paying; no model",
-        "blend",
-        lambda: ["blend"],
+        "chances, cut where it stops paying; no model. blend:HEAD: that head's guesses too, where they pay",
+        "blend or blend:HEAD",
+        lambda: ["blend"] + [f"blend:{h}" for h in _heads()],
         learns=True,
     ),
     "auto": Kind(

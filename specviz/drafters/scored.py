@@ -40,10 +40,11 @@ class ScoredTree:
         return ScoredTree(self.tokens[:n], self.parents[:n], self.scores[:n], self.sources[:n])
 
 
-def grow(root: list[Offer], expand: Callable[[Offer], list[Offer]], budget: int, max_depth: int,
+def grow(root: list[Offer], expand: Callable[[Offer, float], list[Offer]], budget: int, max_depth: int,
          min_score: float = 0.0) -> ScoredTree:
     """Up to `budget` nodes, most likely first, none deeper than `max_depth`: `root` holds the offers after the last
-    committed token, `expand(offer)` those after a node. Offers scoring below `min_score` are never taken."""
+    committed token, `expand(offer, score)` those after a node taken with that score (a source whose offers cost
+    something can weigh them against it). Offers scoring below `min_score` are never taken."""
     tree, depth = ScoredTree(), []
     frontier: list = []
     serial = 0
@@ -65,7 +66,7 @@ def grow(root: list[Offer], expand: Callable[[Offer], list[Offer]], budget: int,
         tree.sources.append(offer.source)
         depth.append(depth[parent] + 1 if parent >= 0 else 1)
         if depth[-1] < max_depth:
-            push(len(tree.tokens) - 1, -score, expand(offer))
+            push(len(tree.tokens) - 1, -score, expand(offer, -score))
     return tree
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
 import sys
 import time
 from contextlib import nullcontext
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from ..fast_path import bf16_ok
 from ..models import LoadedModel
 from ..prompts import CATEGORIES, encode, load_prompt_set
 from . import store
@@ -92,43 +92,6 @@ def fast_autocast(device: torch.device, enabled: bool = True):
     if enabled and bf16_ok(device):
         return torch.autocast(device.type, dtype=torch.bfloat16)
     return nullcontext()
-
-
-def bf16_ok(device: torch.device) -> bool:
-    if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
-    if device.type == "cpu":
-        return (bool(getattr(torch.backends.cpu, "get_cpu_capability", lambda: "")() in ("AVX512", "AMX"))
-                and _cpu_has_bf16() and _cpu_bf16_faster())
-    return False
-
-
-@functools.lru_cache(maxsize=1)
-def _cpu_bf16_faster() -> bool:
-    """Whether bf16 products beat fp32 here, measured once on a target-sized product (about 0.1 s).
-
-    A CPU that has AVX-512 bf16 instructions is not always faster with them: on this project's AMD
-    EPYC bf16 wrote answers 1.6x faster than fp32, on an Intel Xeon without AMX it wrote them at
-    0.7x the fp32 speed, and captured features at 0.6x.
-    """
-
-    def seconds(dtype) -> float:
-        x, w = torch.randn(48, 576, dtype=dtype), torch.randn(1536, 576, dtype=dtype)
-        torch.nn.functional.linear(x, w)  # warm-up
-        t0 = time.perf_counter()
-        for _ in range(20):
-            torch.nn.functional.linear(x, w)
-        return time.perf_counter() - t0
-
-    return min(seconds(torch.bfloat16) for _ in range(3)) < 0.8 * min(seconds(torch.float32) for _ in range(3))
-
-
-def _cpu_has_bf16() -> bool:
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
 @torch.inference_mode()

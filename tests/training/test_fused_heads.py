@@ -149,7 +149,7 @@ def test_greedy_output_with_a_fused_head_is_the_targets_own(target, fused_head_d
         assert run.output_ids == alone.output_ids
 
 
-def test_a_fused_head_drafts_only_its_vocabulary_and_its_cache_holds_the_true_pairs(target, fused_head_dir):
+def test_a_fused_head_drafts_only_its_vocabulary_and_its_cache_holds_the_true_pairs(target, fused_head_dir, fp32_heads):
     drafter = build_drafter(f"head:{fused_head_dir}", target)
     outside = set(range(VOCAB)) - set(drafter.vocab_ids.tolist())
     assert outside, "the tiny fused head has a reduced vocabulary"

@@ -8,15 +8,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specviz.config import Decoding, Sampling
+from specviz.config import Decoding, Sampling, TreeShape
 from specviz.decode import generate
 from specviz.drafters import HeadDrafter, HybridDrafter, build_drafter
 from specviz.drafters.head_net import DraftHead, HeadShape, KVCache, read_info
 from specviz.errors import ConfigError
 from specviz.training.head_loss import unrolled_features
 from specviz.training.train_head import coverage
+from specviz.verify import distribution
 
-from tiny import VOCAB
+from tiny import VOCAB, goodness_of_fit
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -65,7 +66,7 @@ def test_the_trained_tiny_head_is_partly_accepted(target, make_drafter):
     assert outcomes == {"none", "some"}
 
 
-def test_head_cache_after_a_run_equals_reading_the_true_pairs_afresh(target, make_drafter):
+def test_head_cache_after_a_run_equals_reading_the_true_pairs_afresh(target, make_drafter, fp32_heads):
     """Rollback: after every round the head's cache holds exactly the true pairs, as if read from scratch."""
     drafter = make_drafter("tiny-head")
     run = generate(target, drafter, "w1 w2 w3 w4 w5", Decoding(gamma=4, max_new_tokens=13))
@@ -174,3 +175,144 @@ def test_a_resumed_head_training_counts_its_positions_on(target, tmp_path):
     positions(tmp_path / "b", 3, False)
     resumed = positions(tmp_path / "b", 6, True)
     assert resumed == straight and straight == sorted(straight) and straight[0] > 0
+
+
+# --- a bf16 head beside an fp32 target -------------------------------------------------------
+@pytest.mark.parametrize("tree", [TreeShape(), TreeShape(budget=6, branching=2)])
+@pytest.mark.parametrize("spec", ["tiny-head", "ngram+tiny-head"])
+def test_a_bf16_head_keeps_greedy_output_the_targets_own(target, make_drafter, bf16_heads, spec, tree):
+    drafter = make_drafter(spec)
+    head = drafter.head if isinstance(drafter, HybridDrafter) else drafter
+    assert head.dtype == torch.bfloat16 and target.model.dtype == torch.float32
+    for prompt, max_new in CASES:
+        alone = generate(target, None, prompt, Decoding(max_new_tokens=max_new))
+        run = generate(target, make_drafter(spec), prompt, Decoding(gamma=4, max_new_tokens=max_new, tree=tree))
+        assert run.output_ids == alone.output_ids, f"{spec}, {tree}, {prompt!r}: output differs from the target's"
+
+
+def test_a_bf16_head_samples_from_the_targets_distribution(target, make_drafter, bf16_heads):
+    """q comes from bf16 logits but is computed in fp32, and the draft is sampled from that same q: the first
+    two tokens of a sampled run (the second one drafted, then kept or replaced) follow p."""
+    prompt, sampling, trials = "w1 w2 w3", Sampling(temperature=1.0, top_k=3), 300
+    prompt_ids = target.tokenizer(prompt)["input_ids"]
+    with torch.no_grad():
+        p0 = distribution(target.model(torch.tensor([prompt_ids])).logits[0, -1, :VOCAB], sampling)
+        p1 = {x: distribution(target.model(torch.tensor([prompt_ids + [x]])).logits[0, -1, :VOCAB], sampling)
+              for x in p0.nonzero().flatten().tolist()}
+    cells = [(x, y) for x in p1 for y in p1[x].nonzero().flatten().tolist()]
+    expected = [float(p0[x] * p1[x][y]) for x, y in cells]
+    counts, kept = dict.fromkeys(cells, 0), 0
+    for seed in range(trials):
+        run = generate(target, make_drafter("tiny-head"), prompt,
+                       Decoding(gamma=1, max_new_tokens=2, seed=seed, sampling=sampling))
+        assert run.rounds[0].drafted and tuple(run.output_ids) in counts
+        counts[tuple(run.output_ids)] += 1
+        kept += run.rounds[0].n_accepted
+    assert 0.05 * trials < kept < 0.95 * trials, "precondition: the head's draft is neither always kept nor never"
+    big = [i for i, e in enumerate(expected) if e * trials >= 5]
+    rest = [i for i in range(len(cells)) if i not in big]
+    observed = [counts[cells[i]] for i in big] + [sum(counts[cells[i]] for i in rest)]
+    probs = [expected[i] for i in big] + [sum(expected[i] for i in rest)]
+    fit = goodness_of_fit([(observed, probs)])
+    assert fit.p_value > 1e-3, f"first two tokens {observed} vs p {probs}: chi2 {fit.statistic:.1f}, df {fit.df}"
+
+
+def test_a_head_runs_in_bf16_only_where_that_is_measured_faster(monkeypatch):
+    from specviz import fast_path
+
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    monkeypatch.setattr(fast_path, "_cpu_has_bf16", lambda: True)
+    monkeypatch.setattr(fast_path, "_cpu_bf16_rows_faster", lambda: True)
+    assert fast_path.draft_dtype(cpu, torch.float32) == torch.bfloat16
+    assert fast_path.draft_dtype(cuda, torch.float32) == torch.float32  # a GPU keeps the target's dtype
+    assert fast_path.draft_dtype(cpu, torch.float16) == torch.float16
+    monkeypatch.setenv("SPECVIZ_FAST_PATH", "0")
+    assert fast_path.draft_dtype(cpu, torch.float32) == torch.float32
+    monkeypatch.delenv("SPECVIZ_FAST_PATH")
+    monkeypatch.setattr(fast_path, "_cpu_bf16_rows_faster", lambda: False)
+    assert fast_path.draft_dtype(cpu, torch.float32) == torch.float32
+    monkeypatch.setattr(fast_path, "_cpu_has_bf16", lambda: False)
+    assert fast_path.draft_dtype(cpu, torch.float32) == torch.float32
+
+
+# --- the head as a source of the blended tree (blend:HEAD) -------------------------------------
+@pytest.mark.parametrize("tree", [TreeShape(), TreeShape(budget=8, branching=2)])
+def test_blend_with_a_head_keeps_greedy_output_the_targets_own(target, make_drafter, tree):
+    sources = set()
+    for prompt, max_new in CASES:
+        alone = generate(target, None, prompt, Decoding(max_new_tokens=max_new))
+        run = generate(target, make_drafter("blend:tiny-head"), prompt,
+                       Decoding(gamma=4, max_new_tokens=max_new, tree=tree))
+        assert run.output_ids == alone.output_ids, f"{tree}, {prompt!r}: output differs from the target's"
+        sources |= {s for r in run.rounds if r.tree is not None for s in r.tree.source}
+    if tree.on:
+        assert "head" in sources, "the head's guesses should reach some tree"
+
+
+def test_blend_with_a_head_samples_from_the_targets_distribution(target, make_drafter):
+    """Candidates fixed before verification (one-hot q): the first two tokens of a sampled run follow p."""
+    prompt, sampling, trials = "w1 w2 w3", Sampling(temperature=1.0, top_k=3), 300
+    prompt_ids = target.tokenizer(prompt)["input_ids"]
+    with torch.no_grad():
+        p0 = distribution(target.model(torch.tensor([prompt_ids])).logits[0, -1, :VOCAB], sampling)
+        p1 = {x: distribution(target.model(torch.tensor([prompt_ids + [x]])).logits[0, -1, :VOCAB], sampling)
+              for x in p0.nonzero().flatten().tolist()}
+    cells = [(x, y) for x in p1 for y in p1[x].nonzero().flatten().tolist()]
+    expected = [float(p0[x] * p1[x][y]) for x, y in cells]
+    counts, drafted = dict.fromkeys(cells, 0), 0
+    for seed in range(trials):
+        run = generate(target, make_drafter("blend:tiny-head"), prompt,
+                       Decoding(gamma=2, max_new_tokens=2, seed=seed, sampling=sampling,
+                                tree=TreeShape(budget=4, branching=2)))
+        assert tuple(run.output_ids) in counts
+        counts[tuple(run.output_ids)] += 1
+        drafted += bool(run.rounds[0].drafted)
+    assert drafted > 0.5 * trials, "precondition: most first rounds draft something"
+    big = [i for i, e in enumerate(expected) if e * trials >= 5]
+    rest = [i for i in range(len(cells)) if i not in big]
+    observed = [counts[cells[i]] for i in big] + [sum(counts[cells[i]] for i in rest)]
+    probs = [expected[i] for i in big] + [sum(expected[i] for i in rest)]
+    fit = goodness_of_fit([(observed, probs)])
+    assert fit.p_value > 1e-3, f"first two tokens {observed} vs p {probs}: chi2 {fit.statistic:.1f}, df {fit.df}"
+
+
+def test_the_head_reads_a_node_only_where_that_can_pay(target, make_drafter):
+    """A node is read (a head forward) only if its chance of being reached times the head's acceptance beats the
+    head's cost; a round's reads are capped; an unread node's children get no head guesses."""
+    from specviz.drafters.blend_head import MAX_READS, HeadBlendDrafter, HeadNode
+
+    drafter = make_drafter("blend:tiny-head")
+    assert isinstance(drafter, HeadBlendDrafter)
+    run = generate(target, drafter, "w1 w2 w3 w4 w5", Decoding(gamma=4, max_new_tokens=9,
+                                                                tree=TreeShape(budget=8, branching=2)))
+    assert 0 <= drafter.reads <= MAX_READS and run.output_ids
+    cheap = drafter.alpha() * 0.9 / max(drafter.c(), 1e-9)  # scores worth reading at this c are above 1/cheap
+    root = HeadNode(drafter.head.feature)
+    before = drafter.reads
+    low = drafter.read(5, root, score=0.5 * drafter.c() / drafter.alpha())
+    assert low.feature is None and drafter.reads == before
+    assert drafter.guesses((None, None), low, 4) == []
+    high = drafter.read(5, root, score=1.0) if cheap > 1 else None
+    if high is not None:
+        assert high.feature is not None and drafter.reads == before + 1
+        assert all(o.source == "head" and 0 < o.chance < 1 for o in drafter.guesses((None, None), high, 4))
+    drafter.reads = MAX_READS
+    assert drafter.read(5, root, score=1.0).feature is None
+
+
+def test_the_head_calibration_follows_what_the_target_kept(target, make_drafter):
+    """Kept head guesses raise its calibration and acceptance; refused ones lower them."""
+    from specviz.drafters.blend_head import HEAD
+    from specviz.drafters.recycle import Drawn
+
+    drafter = make_drafter("blend:tiny-head")
+    drafter.ratio = 1.0
+    drafter.drafted_parents = [-1, 0]
+    drafter.last = Drawn((0.5, 0.2), (HEAD, HEAD), 2, 1.1)
+    alpha, ratio = drafter.alpha(), drafter.kept_of_promised[0] / drafter.kept_of_promised[1]
+    drafter._judge([0, 1])  # both kept: 2 kept for 0.5 + 0.4 promised
+    assert drafter.alpha() > alpha and drafter.kept_of_promised[0] / drafter.kept_of_promised[1] > ratio
+    alpha = drafter.alpha()
+    drafter._judge([])  # the first refused; the second was never judged
+    assert drafter.alpha() < alpha
+    assert drafter.kept_of_judged[1] == pytest.approx(0.95 * (0.95 * 1.0 + 2) + 1)

@@ -6,13 +6,14 @@ the target never reached are open grey circles, and the resampled or bonus token
 branch. Marker shapes repeat what the colours say; hovering a node shows q and p. Where a drafter mixes
 sources in one tree (blend), a small mark beside each node says where it came from (a triangle: recycled from
 the target's own earlier guesses; a square: copied from earlier answers; a diamond: copied from the prompt and
-answer), in the legend too.
+answer; a star: guessed by a draft head, blend:HEAD), in the legend too.
 """
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from ...drafters.blend_head import HEAD
 from ...drafters.recycle import RECYCLED
 from ...drafters.suffix import CORPUS, LOCAL
 from ...records import ACCEPTED, BONUS, DRAFTED, REJECTED, RESAMPLED, Round, TreeRecord
@@ -25,11 +26,13 @@ SYMBOLS = {ACCEPTED: "circle", REJECTED: "x", DRAFTED: "circle-open", RESAMPLED:
 
 
 # Each source's mark beside a node: shape and colour both say it (a source not named here gets the next free shape).
-SOURCE_MARKS = {RECYCLED: ("triangle-up", "#7b3294"), CORPUS: ("square", "#008080"), LOCAL: ("diamond", "#b35806")}
+SOURCE_MARKS = {RECYCLED: ("triangle-up", "#7b3294"), CORPUS: ("square", "#008080"), LOCAL: ("diamond", "#b35806"),
+                HEAD: ("star-triangle-down", "#1b7837")}
 SPARE_MARKS = [("pentagon", "#333333"), ("hexagram", "#666666"), ("cross", "#999999")]
 SOURCE_WORDS = {RECYCLED: "recycled: the target's own earlier guess after this token",
                 CORPUS: "copied: what followed the same words in earlier answers",
-                LOCAL: "copied: what followed the same words in the prompt and answer"}
+                LOCAL: "copied: what followed the same words in the prompt and answer",
+                HEAD: "guessed: the draft head's prediction from the target's own hidden states"}
 
 
 def source_marks(sources: list[str]) -> dict[str, tuple[str, str]]:
