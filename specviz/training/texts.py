@@ -32,6 +32,9 @@ CODE_MODULES = ("textwrap", "fractions", "statistics", "heapq", "bisect", "shlex
                 "queue", "graphlib", "colorsys", "fnmatch", "glob", "zipapp", "tokenize", "netrc", "ipaddress")
 
 
+ATTEMPTS = "attempts"  # the written-prompts cache's record of prompts tried per category, beside the categories
+
+
 @dataclass
 class Text:
     """A token sequence for the target to read; positions from `answer_from` on are trained on."""
@@ -60,7 +63,10 @@ def written_prompts(target: LoadedModel, per_category: int, cache_path: Path, se
         rng = random.Random(f"{seed}-{category}-{len(rows)}")
         generator = torch.Generator(device=target.device).manual_seed(seed + len(rows))
         seen = {r["prompt"].lower() for r in rows} | {p["prompt"].strip().lower() for p in mine} | forbidden
-        attempts = 0
+        # Attempts are kept with the prompts, so a category whose attempts ran out (most of what the target writes
+        # for it is refused, such as summaries with paragraphs) is not tried again by every later run.
+        tried = cached.setdefault(ATTEMPTS, {})
+        attempts = tried.get(category, 0)
         while len(rows) < per_category and attempts < 4 * per_category:
             batch = min(32, 2 * (per_category - len(rows)))
             asks = [_ask(rng.sample(mine, 3)) for _ in range(batch)]
@@ -74,6 +80,7 @@ def written_prompts(target: LoadedModel, per_category: int, cache_path: Path, se
                     rows.append({"id": f"written-{category}-{len(rows):04d}", "category": category, "prompt": text})
                     bar.update()
             cached[category] = rows
+            tried[category] = attempts
             store.save_json(cache_path, cached)
     bar.close()
     return [r for category in categories for r in cached.get(category, [])[:per_category]]

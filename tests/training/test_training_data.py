@@ -66,6 +66,18 @@ def test_written_prompts_are_cached_and_never_an_eval_prompt(target, tmp_path):
     assert written_prompts(wrap("tiny-target", None, target.tokenizer), 2, path, progress=False) == rows
 
 
+def test_a_category_whose_attempts_ran_out_is_not_tried_again(target, tmp_path):
+    """Attempts are cached with the prompts: once a category has used its 4 x N, a later run asks nothing more."""
+    path = tmp_path / "written.json"
+    rows = written_prompts(target, 2, path, progress=False)
+    cached = store.load_json(path, {})
+    cached["qa"] = cached["qa"][:1]  # as if most of what the target wrote for qa had been refused
+    cached["attempts"]["qa"] = 8
+    store.save_json(path, cached)
+    again = written_prompts(wrap("tiny-target", None, target.tokenizer), 2, path, progress=False)
+    assert len(again) == len(rows) - 1 and sum(r["category"] == "qa" for r in again) == 1
+
+
 def test_a_batch_of_answers_equals_each_answer_alone_when_rows_stop_early(eos_case):
     """Rows that end leave the batch; the rows still writing must not notice (greedy, fp32)."""
     from specviz.prompts import encode
