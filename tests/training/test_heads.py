@@ -202,8 +202,9 @@ def test_a_bf16_head_samples_from_the_targets_distribution(target, make_drafter,
     cells = [(x, y) for x in p1 for y in p1[x].nonzero().flatten().tolist()]
     expected = [float(p0[x] * p1[x][y]) for x, y in cells]
     counts, kept = dict.fromkeys(cells, 0), 0
+    drafter = make_drafter("tiny-head")  # one drafter for every run, as the app keeps one: each run starts afresh
     for seed in range(trials):
-        run = generate(target, make_drafter("tiny-head"), prompt,
+        run = generate(target, drafter, prompt,
                        Decoding(gamma=1, max_new_tokens=2, seed=seed, sampling=sampling))
         assert run.rounds[0].drafted and tuple(run.output_ids) in counts
         counts[tuple(run.output_ids)] += 1
@@ -260,8 +261,9 @@ def test_blend_with_a_head_samples_from_the_targets_distribution(target, make_dr
     cells = [(x, y) for x in p1 for y in p1[x].nonzero().flatten().tolist()]
     expected = [float(p0[x] * p1[x][y]) for x, y in cells]
     counts, drafted = dict.fromkeys(cells, 0), 0
+    drafter = make_drafter("blend:tiny-head")  # the runs also share its recycle table, which learns as they go
     for seed in range(trials):
-        run = generate(target, make_drafter("blend:tiny-head"), prompt,
+        run = generate(target, drafter, prompt,
                        Decoding(gamma=2, max_new_tokens=2, seed=seed, sampling=sampling,
                                 tree=TreeShape(budget=4, branching=2)))
         assert tuple(run.output_ids) in counts
