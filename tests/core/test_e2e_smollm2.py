@@ -51,7 +51,7 @@ def test_baseline_is_the_targets_own_greedy_output(smol, prompts):
         assert ours.output_ids == theirs
 
 
-@pytest.mark.parametrize("draft", ["ngram", "layerskip:4", "target", "smol-head-v4"])
+@pytest.mark.parametrize("draft", ["ngram", "layerskip:4", "target", "smol-head-v5"])
 def test_greedy_speculative_output_is_identical(smol, prompts, baseline, draft):
     settings = Decoding(gamma=4, max_new_tokens=NEW_TOKENS)
     for prompt in prompts:
@@ -92,7 +92,7 @@ def test_cli_run_prints_rounds_and_figures(capsys):
     assert "measured speedup" in out and "identical to target alone" in out and "|" in out
 
 
-@pytest.mark.parametrize("draft", ["smol-head-8k", "ngram+smol-head-v4", "layerskip:8"])
+@pytest.mark.parametrize("draft", ["smol-head-8k", "blend:smol-head-v5", "layerskip:8"])
 def test_greedy_token_tree_output_is_identical_on_the_real_pair(smol, prompts, baseline, draft):
     from specviz.config import TreeShape
 
