@@ -216,7 +216,7 @@ DRAFTERS: dict[str, Kind] = {
         "suffix matches and the target's recycled guesses in one tree scored by their "
         "chances, cut where it stops paying; no model. blend:HEAD: that head's guesses too, where they pay",
         "blend or blend:HEAD",
-        lambda: ["blend"] + [f"blend:{h}" for h in _heads()],
+        lambda: ["blend"],  # blend:HEAD is named, not offered: with a head it does not pay yet (docs/performance.md)
         learns=True,
     ),
     "auto": Kind(
