@@ -114,7 +114,7 @@ def draft_dtype(device: torch.device, dtype: torch.dtype) -> torch.dtype:
 @functools.lru_cache(maxsize=1)
 def _cpu_bf16_rows_faster() -> bool:
     """Whether a packed one-row product over a head-sized weight (8,192 x 576) is clearly faster in bf16: the
-    best of five tries each, taken in turn on one thread (a busy core then slows both alike; about 50 ms)."""
+    best of five tries each, taken in turn on one thread (a busy core slows both alike; about 0.2 s)."""
     linears = {dtype: product(torch.randn(8192, 576, dtype=dtype) / 24) for dtype in (torch.float32, torch.bfloat16)}
     best = dict.fromkeys(linears, float("inf"))
     threads = torch.get_num_threads()
