@@ -122,3 +122,27 @@ def goodness_of_fit(groups: list[tuple[list[int], list[float]]]) -> Fit:
         statistic += sum((c - n * p) ** 2 / (n * p) for c, p in support)
         df += len(support) - 1
     return Fit(statistic, df, chi2_sf(statistic, df) if df else 1.0)
+
+
+def first_two_tokens(target: LoadedModel, prompt_ids: list[int], sampling, vocab: int
+                     ) -> tuple[list[tuple[int, int]], list[float]]:
+    """Every pair (x, y) the target can sample as its first two tokens after `prompt_ids`, and p(x) · p(y | x)."""
+    from specviz.verify import distribution
+
+    with torch.no_grad():
+        p0 = distribution(target.model(torch.tensor([prompt_ids])).logits[0, -1, :vocab], sampling)
+        p1 = {x: distribution(target.model(torch.tensor([prompt_ids + [x]])).logits[0, -1, :vocab], sampling)
+              for x in p0.nonzero().flatten().tolist()}
+    cells = [(x, y) for x in p1 for y in p1[x].nonzero().flatten().tolist()]
+    return cells, [float(p0[x] * p1[x][y]) for x, y in cells]
+
+
+def pooled_fit(counts: dict, cells: list, expected: list[float], trials: int
+               ) -> tuple[Fit, list[int], list[float]]:
+    """Pearson's test of `counts` per cell against `expected`, the cells expecting fewer than 5 draws pooled into
+    one; the fit, and the observed counts and probabilities tested."""
+    big = [i for i, e in enumerate(expected) if e * trials >= 5]
+    rest = [i for i in range(len(cells)) if i not in big]
+    observed = [counts[cells[i]] for i in big] + [sum(counts[cells[i]] for i in rest)]
+    probs = [expected[i] for i in big] + [sum(expected[i] for i in rest)]
+    return goodness_of_fit([(observed, probs)]), observed, probs

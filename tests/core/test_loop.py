@@ -23,7 +23,7 @@ from specviz.errors import ConfigError, IncompatiblePairError, ModelLoadError, S
 from specviz.records import BONUS, RESAMPLED, TARGET, Round, Run
 from specviz.verify import distribution
 
-from tiny import PADDED_ROWS, VOCAB, WORDS, goodness_of_fit
+from tiny import PADDED_ROWS, VOCAB, WORDS, first_two_tokens, pooled_fit
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -335,14 +335,7 @@ def test_speculative_sampling_draws_from_the_targets_distribution(target, make_d
     second round starts from rolled-back caches.
     """
     prompt, sampling, trials = "w55 w56 w57", Sampling(temperature=1.0, top_k=3), 300
-    prompt_ids = target.tokenizer(prompt)["input_ids"]
-    with torch.no_grad():
-        p0 = distribution(target.model(torch.tensor([prompt_ids])).logits[0, -1, :VOCAB], sampling)
-        firsts = p0.nonzero().flatten().tolist()
-        p1 = {x: distribution(target.model(torch.tensor([prompt_ids + [x]])).logits[0, -1, :VOCAB], sampling)
-              for x in firsts}
-    cells = [(x, y) for x in firsts for y in p1[x].nonzero().flatten().tolist()]
-    expected = [float(p0[x] * p1[x][y]) for x, y in cells]
+    cells, expected = first_two_tokens(target, target.tokenizer(prompt)["input_ids"], sampling, VOCAB)
 
     counts = dict.fromkeys(cells, 0)
     accepted = 0
@@ -355,11 +348,7 @@ def test_speculative_sampling_draws_from_the_targets_distribution(target, make_d
         accepted += run.rounds[0].n_accepted
     assert 0.2 * trials < accepted < 0.8 * trials, "precondition: the draft is neither always right nor always wrong"
     # Pool the rare cells so each tested cell expects at least 5 draws.
-    big = [i for i, e in enumerate(expected) if e * trials >= 5]
-    rest = [i for i in range(len(cells)) if i not in big]
-    observed = [counts[cells[i]] for i in big] + [sum(counts[cells[i]] for i in rest)]
-    probs = [expected[i] for i in big] + [sum(expected[i] for i in rest)]
-    fit = goodness_of_fit([(observed, probs)])
+    fit, observed, probs = pooled_fit(counts, cells, expected, trials)
     assert fit.p_value > 1e-3, f"first two tokens {observed} vs p {probs}: chi2 {fit.statistic:.1f}, df {fit.df}"
 
 

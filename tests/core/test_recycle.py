@@ -31,9 +31,9 @@ from specviz.drafters.suffix import CORPUS, SuffixDrafter, tokenizer_fingerprint
 from specviz.drafters.suffix_index import SuffixCorpus
 from specviz.lab.replay import replay
 from specviz.records import ACCEPTED
-from specviz.verify import LazyLogits, distribution
+from specviz.verify import LazyLogits
 
-from tiny import PROMPTS, VOCAB, goodness_of_fit
+from tiny import PROMPTS, VOCAB, first_two_tokens, pooled_fit
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 GREEDY = Sampling()
@@ -328,14 +328,7 @@ def test_sampled_output_follows_the_targets_distribution(target, kind, tree):
     """The first two tokens of sampled runs follow p whatever the table drafts (γ = 1: the first round keeps or
     replaces its draft; a tree offers up to two candidates, tried in turn)."""
     prompt, sampling, trials = "w55 w56 w57", Sampling(temperature=1.0, top_k=3), 300
-    text = ids_of(target, prompt)[0].tolist()
-    with torch.no_grad():
-        p0 = distribution(target.model(torch.tensor([text])).logits[0, -1, :VOCAB], sampling)
-        firsts = p0.nonzero().flatten().tolist()
-        p1 = {x: distribution(target.model(torch.tensor([text + [x]])).logits[0, -1, :VOCAB], sampling)
-              for x in firsts}
-    cells = [(x, y) for x in firsts for y in p1[x].nonzero().flatten().tolist()]
-    expected = [float(p0[x] * p1[x][y]) for x, y in cells]
+    cells, expected = first_two_tokens(target, ids_of(target, prompt)[0].tolist(), sampling, VOCAB)
     counts, accepted = dict.fromkeys(cells, 0), 0
     taught = taught_store(target, prompt)
     for seed in range(trials):
@@ -348,11 +341,7 @@ def test_sampled_output_follows_the_targets_distribution(target, kind, tree):
         counts[tuple(run.output_ids)] += 1
         accepted += run.rounds[0].n_accepted
     assert 0.2 * trials < accepted < 0.95 * trials, "precondition: the drafts are neither always kept nor never"
-    big = [i for i, e in enumerate(expected) if e * trials >= 5]
-    rest = [i for i in range(len(cells)) if i not in big]
-    observed = [counts[cells[i]] for i in big] + [sum(counts[cells[i]] for i in rest)]
-    probs = [expected[i] for i in big] + [sum(expected[i] for i in rest)]
-    fit = goodness_of_fit([(observed, probs)])
+    fit, observed, probs = pooled_fit(counts, cells, expected, trials)
     assert fit.p_value > 1e-3, f"first two tokens {observed} vs p {probs}: chi2 {fit.statistic:.1f}, df {fit.df}"
 
 

@@ -15,9 +15,8 @@ from specviz.drafters.head_net import DraftHead, HeadShape, KVCache, read_info
 from specviz.errors import ConfigError
 from specviz.training.head_loss import unrolled_features
 from specviz.training.train_head import coverage
-from specviz.verify import distribution
 
-from tiny import VOCAB, goodness_of_fit
+from tiny import VOCAB, first_two_tokens, pooled_fit
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -194,13 +193,7 @@ def test_a_bf16_head_samples_from_the_targets_distribution(target, make_drafter,
     """q comes from bf16 logits but is computed in fp32, and the draft is sampled from that same q: the first
     two tokens of a sampled run (the second one drafted, then kept or replaced) follow p."""
     prompt, sampling, trials = "w1 w2 w3", Sampling(temperature=1.0, top_k=3), 300
-    prompt_ids = target.tokenizer(prompt)["input_ids"]
-    with torch.no_grad():
-        p0 = distribution(target.model(torch.tensor([prompt_ids])).logits[0, -1, :VOCAB], sampling)
-        p1 = {x: distribution(target.model(torch.tensor([prompt_ids + [x]])).logits[0, -1, :VOCAB], sampling)
-              for x in p0.nonzero().flatten().tolist()}
-    cells = [(x, y) for x in p1 for y in p1[x].nonzero().flatten().tolist()]
-    expected = [float(p0[x] * p1[x][y]) for x, y in cells]
+    cells, expected = first_two_tokens(target, target.tokenizer(prompt)["input_ids"], sampling, VOCAB)
     counts, kept = dict.fromkeys(cells, 0), 0
     drafter = make_drafter("tiny-head")  # one drafter for every run, as the app keeps one: each run starts afresh
     for seed in range(trials):
@@ -210,11 +203,7 @@ def test_a_bf16_head_samples_from_the_targets_distribution(target, make_drafter,
         counts[tuple(run.output_ids)] += 1
         kept += run.rounds[0].n_accepted
     assert 0.05 * trials < kept < 0.95 * trials, "precondition: the head's draft is neither always kept nor never"
-    big = [i for i, e in enumerate(expected) if e * trials >= 5]
-    rest = [i for i in range(len(cells)) if i not in big]
-    observed = [counts[cells[i]] for i in big] + [sum(counts[cells[i]] for i in rest)]
-    probs = [expected[i] for i in big] + [sum(expected[i] for i in rest)]
-    fit = goodness_of_fit([(observed, probs)])
+    fit, observed, probs = pooled_fit(counts, cells, expected, trials)
     assert fit.p_value > 1e-3, f"first two tokens {observed} vs p {probs}: chi2 {fit.statistic:.1f}, df {fit.df}"
 
 
@@ -253,13 +242,7 @@ def test_blend_with_a_head_keeps_greedy_output_the_targets_own(target, make_draf
 def test_blend_with_a_head_samples_from_the_targets_distribution(target, make_drafter):
     """Candidates fixed before verification (one-hot q): the first two tokens of a sampled run follow p."""
     prompt, sampling, trials = "w1 w2 w3", Sampling(temperature=1.0, top_k=3), 300
-    prompt_ids = target.tokenizer(prompt)["input_ids"]
-    with torch.no_grad():
-        p0 = distribution(target.model(torch.tensor([prompt_ids])).logits[0, -1, :VOCAB], sampling)
-        p1 = {x: distribution(target.model(torch.tensor([prompt_ids + [x]])).logits[0, -1, :VOCAB], sampling)
-              for x in p0.nonzero().flatten().tolist()}
-    cells = [(x, y) for x in p1 for y in p1[x].nonzero().flatten().tolist()]
-    expected = [float(p0[x] * p1[x][y]) for x, y in cells]
+    cells, expected = first_two_tokens(target, target.tokenizer(prompt)["input_ids"], sampling, VOCAB)
     counts, drafted = dict.fromkeys(cells, 0), 0
     drafter = make_drafter("blend:tiny-head")  # the runs also share its recycle table, which learns as they go
     for seed in range(trials):
@@ -270,11 +253,7 @@ def test_blend_with_a_head_samples_from_the_targets_distribution(target, make_dr
         counts[tuple(run.output_ids)] += 1
         drafted += bool(run.rounds[0].drafted)
     assert drafted > 0.5 * trials, "precondition: most first rounds draft something"
-    big = [i for i, e in enumerate(expected) if e * trials >= 5]
-    rest = [i for i in range(len(cells)) if i not in big]
-    observed = [counts[cells[i]] for i in big] + [sum(counts[cells[i]] for i in rest)]
-    probs = [expected[i] for i in big] + [sum(expected[i] for i in rest)]
-    fit = goodness_of_fit([(observed, probs)])
+    fit, observed, probs = pooled_fit(counts, cells, expected, trials)
     assert fit.p_value > 1e-3, f"first two tokens {observed} vs p {probs}: chi2 {fit.statistic:.1f}, df {fit.df}"
 
 
