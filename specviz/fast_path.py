@@ -164,7 +164,11 @@ class PackedLinear(nn.Linear):
 
     def _pack(self) -> None:
         self.packed = torch.ops.mkldnn._reorder_linear_weight(self.weight.detach())
-        self.packed_version = self.weight._version
+        self.packed_version = self._weight_version()
+
+    def _weight_version(self) -> int:
+        # An inference tensor (made under torch.inference_mode) keeps no version counter: it is packed once.
+        return -2 if self.weight.is_inference() else self.weight._version
 
     def __getstate__(self):  # copies and pickles leave the packed weight behind (oneDNN's layout has no storage)
         return {**self.__dict__, "packed": None, "packed_version": -1}
@@ -173,7 +177,7 @@ class PackedLinear(nn.Linear):
         if (x.device.type != "cpu" or x.dtype != self.weight.dtype or torch.is_autocast_enabled("cpu")
                 or (torch.is_grad_enabled() and self.weight.requires_grad)):
             return F.linear(x, self.weight, self.bias)
-        if self.packed is None or self.packed_version != self.weight._version:
+        if self.packed is None or self.packed_version != self._weight_version():
             self._pack()
         if x.dim() == 1:  # a single vector: oneDNN wants rows
             return torch.ops.mkldnn._linear_pointwise(x[None], self.packed, self.bias, "none", [], "")[0]

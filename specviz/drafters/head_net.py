@@ -72,18 +72,43 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x32 = x.float()
-        return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype) * self.weight
+        # normalised in fp32 whatever x's dtype, then scaled in x's (one fused kernel: a draft step runs five)
+        return F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps).to(x.dtype) * self.weight
 
 
 def rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
     """Rotary position embedding (the half-split form Llama uses) of x [..., L, D] at `positions` [L]."""
+    return rotate(x, *Rotary(x.shape[-1], theta).at(positions, x.dtype))
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x [..., L, D] rotated by the angles whose cos and sin [L, D] are given (Rotary.at)."""
     d = x.shape[-1]
-    inv = 1.0 / theta ** (torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d)
-    angles = positions.to(torch.float32)[:, None] * inv[None, :]
-    cos, sin = angles.cos().repeat(1, 2).to(x.dtype), angles.sin().repeat(1, 2).to(x.dtype)
     half = torch.cat([-x[..., d // 2 :], x[..., : d // 2]], dim=-1)
     return x * cos + half * sin
+
+
+class Rotary:
+    """RoPE's cos and sin by position, kept in a table that grows as positions do: a draft step looks its
+    angles up once for queries and keys instead of computing them twice."""
+
+    def __init__(self, dim: int, theta: float):
+        self.dim, self.theta = dim, theta
+        self.tables: dict = {}  # (device, dtype) -> (cos, sin) [positions, D]
+
+    def at(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin [L, D] at `positions` [L]."""
+        key = (positions.device, dtype)
+        cos, sin = self.tables.get(key, (None, None))
+        end = int(positions.max()) + 1 if positions.numel() else 0
+        if cos is None or end > cos.shape[0]:
+            size = max(256, 1 << (end - 1).bit_length())
+            inv = 1.0 / self.theta ** (torch.arange(0, self.dim, 2, device=positions.device,
+                                                    dtype=torch.float32) / self.dim)
+            angles = torch.arange(size, device=positions.device, dtype=torch.float32)[:, None] * inv[None, :]
+            cos, sin = angles.cos().repeat(1, 2).to(dtype), angles.sin().repeat(1, 2).to(dtype)
+            self.tables[key] = cos, sin
+        return cos[positions], sin[positions]
 
 
 class KVCache:
@@ -119,6 +144,7 @@ class DraftHead(nn.Module):
         super().__init__()
         h, d = shape.hidden, shape.head_dim
         self.shape = shape
+        self.rotary = Rotary(d, shape.rope_theta)
         self.norm_embedding = RMSNorm(h, shape.eps)
         self.norm_feature = RMSNorm(h, shape.eps)
         self.fc = nn.Linear(2 * h, h, bias=True)
@@ -163,7 +189,8 @@ class DraftHead(nn.Module):
         q = self.q(y).view(*lead, length, s.heads, s.head_dim).transpose(-2, -3)
         k = self.k(y).view(*lead, length, s.kv_heads, s.head_dim).transpose(-2, -3)
         v = self.v(y).view(*lead, length, s.kv_heads, s.head_dim).transpose(-2, -3)
-        return rope(q, positions, s.rope_theta), rope(k, positions, s.rope_theta), v
+        cos, sin = self.rotary.at(positions, x.dtype)
+        return rotate(q, cos, sin), rotate(k, cos, sin), v
 
     def finish(self, x: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
         """Residual after attention (attended: [.., heads, L, d]), then the MLP and the final norm."""
@@ -188,8 +215,24 @@ class DraftHead(nn.Module):
         q, k, v = self.qkv(x, positions)
         keys, values = cache.append(k, v)
         mask = allowed if allowed is not None else _causal_tail(n, keys.shape[1], q.device)
-        attended = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
-        return self.finish(x, attended)
+        return self.finish(x, grouped_attention(q, keys, values, mask))
+
+
+def grouped_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None
+                      ) -> torch.Tensor:
+    """Grouped-query attention of q [heads, n, d] over keys and values [kv_heads, L, d], mask [n, L] or None.
+
+    Each key/value head attends for its g query heads at once (q as [1, kv_heads, g·n, d], the mask repeated
+    over the g row blocks): the same result as SDPA's enable_gqa, which takes a slower path on a CPU (measured
+    here: 226 µs against 40 µs per one-token bf16 step)."""
+    heads, n, d = q.shape
+    kv_heads = keys.shape[0]
+    groups = heads // kv_heads
+    if mask is not None:
+        mask = mask.repeat(groups, 1)
+    out = F.scaled_dot_product_attention(q.reshape(1, kv_heads, groups * n, d), keys[None], values[None],
+                                         attn_mask=mask)
+    return out.view(heads, n, d)
 
 
 def _causal_tail(n: int, total: int, device) -> torch.Tensor | None:

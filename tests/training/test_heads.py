@@ -11,7 +11,7 @@ import torch
 from specviz.config import Decoding, Sampling, TreeShape
 from specviz.decode import generate
 from specviz.drafters import HeadDrafter, HybridDrafter, build_drafter
-from specviz.drafters.head_net import DraftHead, HeadShape, KVCache, read_info
+from specviz.drafters.head_net import DraftHead, HeadShape, KVCache, grouped_attention, read_info
 from specviz.errors import ConfigError
 from specviz.training.head_loss import unrolled_features
 from specviz.training.train_head import coverage
@@ -44,6 +44,27 @@ def test_training_time_test_attends_as_drafting_does(steps):
             for i in range(start + 1, j + 1):  # each later step reads (its predicted feature, the next token)
                 predicted = head.step(emb[0, i : i + 1], predicted.view(1, -1), cache)[0]
             torch.testing.assert_close(trained[steps - 1][0, j], predicted, atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("n", [1, 4])
+def test_the_draft_step_attends_and_rotates_as_the_plain_formulas(n):
+    """A draft step looks RoPE's angles up in a table and attends per key/value group: the same numbers as the
+    angles computed afresh and SDPA's own grouped-query attention, with and without a mask."""
+    torch.manual_seed(0)
+    shape = HeadShape(hidden=64, heads=4, kv_heads=2, intermediate=96, rope_theta=10000.0, eps=1e-5)
+    head = DraftHead(shape)
+    positions = torch.tensor([3, 700, 5, 9][:n])  # beyond the table's first size: it grows
+    cos, sin = head.rotary.at(positions, torch.float32)
+    inv = 1.0 / 10000.0 ** (torch.arange(0, 16, 2, dtype=torch.float32) / 16)
+    angles = positions.float()[:, None] * inv[None, :]
+    assert torch.allclose(cos, angles.cos().repeat(1, 2), atol=1e-5)
+    assert torch.allclose(sin, angles.sin().repeat(1, 2), atol=1e-5)
+    q, keys, values = torch.randn(4, n, 16), torch.randn(2, 12, 16), torch.randn(2, 12, 16)
+    mask = None if n == 1 else torch.rand(n, 12) > 0.3
+    if mask is not None:
+        mask[:, 0] = True  # every row reads something
+    expected = torch.nn.functional.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
+    assert torch.allclose(grouped_attention(q, keys, values, mask), expected, atol=1e-6)
 
 
 @pytest.mark.parametrize("gamma", [1, 2, 4, 8])
