@@ -44,6 +44,11 @@ class BlendDrafter(RecycleDrafter):
         return merge(self.copied_offers(matches, width)
                      + recycled_offers(self.table, token, width, self.never, matches), width)
 
+    def root_offers(self, matches: Matches, token: int, width: int, context) -> list[Offer]:
+        """The offers after the last committed token (`context` [1, L], the committed text, for a source that
+        reads it)."""
+        return self.offers(matches, token, width)
+
     def expand(self, offer: Offer, width: int, score: float = 1.0) -> list[Offer]:
         return self.offers(follow(offer.state, offer.token), offer.token, width)
 
@@ -56,7 +61,7 @@ class BlendDrafter(RecycleDrafter):
             text = local_index.tokens
             corpus = self.suffix.corpus
             found = corpus.longest_match(text, exclude=self.suffix.key) if corpus is not None else None
-            root = self.offers((local_index.longest_match(text), found), text[-1], width)
+            root = self.root_offers((local_index.longest_match(text), found), text[-1], width, context)
             tree = grow(root, lambda offer, score: self.expand(offer, width, score), budget, k, MIN_SCORE)
         return self.proposal(tree, context.device)
 

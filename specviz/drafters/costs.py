@@ -28,8 +28,12 @@ class Costs:
     prior_slope: float = 0.0
 
     def observe_draft(self, source: str, seconds: float, tokens: int) -> None:
+        """A round's drafting seconds for `tokens` drafted by `source`. A stalled round counts as at most twice the
+        usual, as forwards do: a source priced out by one stall would draft no more, and so never be timed again."""
         if tokens:
-            self.draft[source] = _mix(self.draft.get(source), seconds / tokens)
+            old = self.draft.get(source)
+            per_token = seconds / tokens if old is None else min(seconds / tokens, 2 * old)
+            self.draft[source] = _mix(old, per_token)
 
     def observe_forward(self, n: int, seconds: float) -> None:
         """One forward's seconds. A stalled one (another process, a page fault, a shape run for the first time)

@@ -49,9 +49,11 @@ class HeadDrafter(Drafter):
         super().start(prompt_ids, settings)
         self.cache, self.read, self.true_length, self.feature = KVCache(), 0, 0, None
         self.pending = hidden if hidden is not None else self.pending[:0]
+        if self.pending.shape[0]:  # the prompt's pairs, read beside the target's prefill (one forward, as long as the
+            self.catch_up(prompt_ids)  # prompt): the rounds then read only what each kept, and time only that
 
     def draft(self, context, k, sampling, generator) -> Proposal:
-        if not self._read(context) or k == 0:
+        if not self.catch_up(context) or k == 0:
             return Proposal(context.new_empty(0), None)
         if self.tree.on:
             return self._propose_tree(context, k, sampling, generator, self.tree)
@@ -64,31 +66,37 @@ class HeadDrafter(Drafter):
             ids.append(token)
             probs.append(q)
             if i < k - 1:  # the next draft reads (predicted feature, drafted token)
-                feature = self.head.step(self._embed(token.view(1)), feature.view(1, -1), self.cache)[0]
+                feature = self.step(token.view(1), feature.view(1, -1))[0]
         full = torch.zeros(k, self.vocab_size, dtype=probs[0].dtype, device=context.device)
         full[:, self.vocab_ids] = torch.stack(probs)  # q is 0 outside the draft vocabulary
         return Proposal(torch.stack(ids), full)
 
     def guesses(self, context, depth: int, sampling, generator, budget: int) -> Proposal:
         """A tree of at most `budget` nodes to set beside another drafter's branches (the hybrid's)."""
-        if not self._read(context) or depth == 0:
+        if not self.catch_up(context) or depth == 0:
             return Proposal(context.new_empty(0), None)
         return self._propose_tree(context, depth, sampling, generator, replace(self.tree, budget=budget))
 
-    def _embed(self, tokens: torch.Tensor) -> torch.Tensor:
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
         """The target's input embeddings of `tokens` [n], in the head's dtype."""
         return self.embedding[tokens].to(self.dtype)
 
-    def _read(self, context) -> bool:
-        """Read the pairs (f_j, e(x_{j+1})) for j = read .. L-2 in one forward; whether there is a feature to draft
-        from (a one-token prompt has none yet)."""
+    def step(self, tokens: torch.Tensor, features: torch.Tensor, positions: torch.Tensor | None = None,
+             allowed: torch.Tensor | None = None) -> torch.Tensor:
+        """Read the pairs (features [n, H], tokens [n]) after the cached ones (a tree's at `positions`, seeing what
+        `allowed` lets each see: head_net.DraftHead.step); the predicted next features [n, H]."""
+        return self.head.step(self.embed(tokens), features, self.cache, positions, allowed)
+
+    def catch_up(self, context) -> bool:
+        """Before drafting after the committed `context`: read the pairs (f_j, e(x_{j+1})) for j = read .. L-2 in one
+        forward; whether there is a feature to draft from (a one-token prompt has none yet)."""
         new_tokens = context[0, self.read + 1 :]
         if new_tokens.shape[0] != self.pending.shape[0]:
             raise RuntimeError(f"head drafter out of step: {new_tokens.shape[0]} tokens, "
                                f"{self.pending.shape[0]} features")
         if new_tokens.shape[0]:
             true = self.head.lift(self.pending.to(self.dtype))  # the target's features, as the head reads them
-            self.feature = self.head.step(self._embed(new_tokens), true, self.cache)[-1]
+            self.feature = self.step(new_tokens, true)[-1]
             self.read, self.pending = context.shape[1] - 1, self.pending[:0]
         self.true_length = self.cache.length
         return self.cache.length > 0
@@ -106,7 +114,7 @@ class HeadDrafter(Drafter):
             allowed, positions = feed.read(nodes, parents, context.device)
             inputs = torch.stack([features[parents[n]] if parents[n] >= 0 else self.feature for n in nodes])
             token_ids = torch.tensor([tokens[n] for n in nodes], device=context.device)
-            out = self.head.step(self._embed(token_ids), inputs, self.cache, positions, allowed)
+            out = self.step(token_ids, inputs, positions, allowed)
             for node, feature in zip(nodes, out):
                 features[node] = feature
             return q_draft(out)

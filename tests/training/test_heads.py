@@ -15,6 +15,7 @@ from specviz.drafters.head_net import DraftHead, HeadShape, KVCache, grouped_att
 from specviz.errors import ConfigError
 from specviz.training.head_loss import unrolled_features
 from specviz.training.train_head import coverage
+from specviz.trees import TreeFeed
 
 from tiny import VOCAB, first_two_tokens, pooled_fit
 
@@ -279,27 +280,54 @@ def test_blend_with_a_head_samples_from_the_targets_distribution(target, make_dr
 
 
 def test_the_head_reads_a_node_only_where_that_can_pay(target, make_drafter):
-    """A node is read (a head forward) only if its chance of being reached times the head's acceptance beats the
-    head's cost; a round's reads are capped; an unread node's children get no head guesses."""
+    """A node is read (a head forward) only if its score times the chance of the head's best guess times the chance
+    that every other source's offer there is wrong beats the head's cost at the run's tokens per step; a round's
+    reads are capped; an unread node's children get no head guesses."""
     from specviz.drafters.blend_head import MAX_READS, HeadBlendDrafter, HeadNode
+    from specviz.drafters.scored import Offer
 
     drafter = make_drafter("blend:tiny-head")
     assert isinstance(drafter, HeadBlendDrafter)
     run = generate(target, drafter, "w1 w2 w3 w4 w5", Decoding(gamma=4, max_new_tokens=9,
                                                                 tree=TreeShape(budget=8, branching=2)))
     assert 0 <= drafter.reads <= MAX_READS and run.output_ids
-    cheap = drafter.alpha() * 0.9 / max(drafter.c(), 1e-9)  # scores worth reading at this c are above 1/cheap
-    root = HeadNode(drafter.head.feature)
+    assert drafter.rate() > 0 and drafter.c() > 0
+    bar = drafter.c() * drafter.rate() / drafter.top()  # the score a node needs where no other source offers
+    root = HeadNode(drafter.head.feature)  # (as after a round that read the root, whether or not the last one did)
+    drafter.feed, drafter.read_parents = TreeFeed(drafter.head.true_length), []
+    assert root.feature is not None
     before = drafter.reads
-    low = drafter.read(5, root, score=0.5 * drafter.c() / drafter.alpha())
+    low = drafter.read(5, root, 0.5 * bar, [])
     assert low.feature is None and drafter.reads == before
     assert drafter.guesses((None, None), low, 4) == []
-    high = drafter.read(5, root, score=1.0) if cheap > 1 else None
-    if high is not None:
+    sure = [Offer(6, 0.7, "recycle"), Offer(7, 0.3, "copy")]  # the other sources cover the node: nothing to add
+    assert drafter.read(5, root, 1.0, sure).feature is None and drafter.reads == before
+    if bar < 0.5:
+        high = drafter.read(5, root, 1.0, [Offer(6, 0.2, "recycle")])
         assert high.feature is not None and drafter.reads == before + 1
         assert all(o.source == "head" and 0 < o.chance < 1 for o in drafter.guesses((None, None), high, 4))
     drafter.reads = MAX_READS
-    assert drafter.read(5, root, score=1.0).feature is None
+    assert drafter.read(5, root, 1.0, []).feature is None
+
+
+@pytest.mark.parametrize("tree", [TreeShape(), TreeShape(budget=8, branching=2)])
+def test_rounds_that_skip_the_head_leave_its_reading_for_later(target, make_drafter, monkeypatch, tree):
+    """Where the other sources are sure at the root, the head reads nothing that round; the next round it reads
+    every pair kept since in one forward, so its cache stays the true pairs', and the output the target's."""
+    from specviz.drafters.blend_head import HeadBlendDrafter
+
+    drafter = make_drafter("blend:tiny-head")
+    calls = iter(range(10**6))
+    monkeypatch.setattr(HeadBlendDrafter, "pays", lambda self, score, others: next(calls) % 3 == 0)
+    for prompt, max_new in CASES:
+        alone = generate(target, None, prompt, Decoding(max_new_tokens=max_new))
+        run = generate(target, drafter, prompt, Decoding(gamma=3, max_new_tokens=max_new, tree=tree))
+        assert run.output_ids == alone.output_ids, f"{prompt!r}: output differs from the target's"
+        if not run.stopped_at_eos:  # (a round cut at EOS hands over features of drafts past the end)
+            context = torch.tensor([run.prompt_ids + run.output_ids])
+            with torch.inference_mode():  # (as the loop runs it) whatever it left for later, read now: the pairs
+                drafter.head.catch_up(context)  # line up with the text
+            assert drafter.head.read == context.shape[1] - 1
 
 
 def test_the_head_calibration_follows_what_the_target_kept(target, make_drafter):
