@@ -346,3 +346,20 @@ def test_the_head_calibration_follows_what_the_target_kept(target, make_drafter)
     drafter._judge([])  # the first refused; the second was never judged
     assert drafter.alpha() < alpha
     assert drafter.kept_of_judged[1] == pytest.approx(0.95 * (0.95 * 1.0 + 2) + 1)
+
+
+def test_auto_adds_the_shipped_head_only_where_it_reads_the_target(target, make_drafter, tiny_head_dir, monkeypatch):
+    """`auto` is the blended tree with the shipped head (registry.AUTO_HEAD) where that head was trained on the target,
+    and the plain blended tree for any other target (the real head does not read the tiny one)."""
+    from specviz.drafters import registry
+    from specviz.drafters.blend import BlendDrafter
+    from specviz.drafters.blend_head import HeadBlendDrafter
+
+    plain = make_drafter("auto")  # smol-head-v5 belongs to SmolLM2: refused quietly, no head
+    assert type(plain) is BlendDrafter and plain.name == "auto"
+    monkeypatch.setattr(registry, "AUTO_HEAD", str(tiny_head_dir))  # as if the tiny target's head were shipped
+    with_head = make_drafter("auto")
+    assert isinstance(with_head, HeadBlendDrafter) and with_head.name == "auto"
+    alone = generate(target, None, "w1 w2 w3", Decoding(max_new_tokens=9))
+    run = generate(target, with_head, "w1 w2 w3", Decoding(gamma=4, max_new_tokens=9, tree=TreeShape(budget=8)))
+    assert run.output_ids == alone.output_ids
