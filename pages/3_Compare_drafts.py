@@ -26,7 +26,7 @@ LINK = [
 ]
 links.restore(LINK)
 named = [o for o in options if o not in ("suffix", "auto", "ngram", "target") and not o.startswith("layerskip")]
-default = ["suffix", "auto", "ngram", *named[:1]][:4]  # the suffix and n-gram lookups, auto (the blended tree), a head
+default = ["suffix", "auto", "ngram", *named[:1]][:4]  # suffix, auto (blended tree and head), ngram, a head
 with st.sidebar:
     st.header("Comparison settings")
     target = controls.target_picker("cmp-target")
