@@ -291,23 +291,25 @@ def test_the_head_reads_a_node_only_where_that_can_pay(target, make_drafter):
     run = generate(target, drafter, "w1 w2 w3 w4 w5", Decoding(gamma=4, max_new_tokens=9,
                                                                 tree=TreeShape(budget=8, branching=2)))
     assert 0 <= drafter.reads <= MAX_READS and run.output_ids
-    assert drafter.rate() > 0 and drafter.c() > 0
+    assert drafter.rate() > 0 and drafter.c() > 0  # measured in the run; fixed below, so the bar is known
+    drafter.c, drafter.rate = (lambda: 0.02), (lambda: 2.0)
     bar = drafter.c() * drafter.rate() / drafter.top()  # the score a node needs where no other source offers
     root = HeadNode(drafter.head.feature)  # (as after a round that read the root, whether or not the last one did)
     drafter.feed, drafter.read_parents = TreeFeed(drafter.head.true_length), []
-    assert root.feature is not None
+    assert root.feature is not None and bar < 0.5
     before = drafter.reads
-    low = drafter.read(5, root, 0.5 * bar, [])
-    assert low.feature is None and drafter.reads == before
-    assert drafter.guesses((None, None), low, 4) == []
-    sure = [Offer(6, 0.7, "recycle"), Offer(7, 0.3, "copy")]  # the other sources cover the node: nothing to add
-    assert drafter.read(5, root, 1.0, sure).feature is None and drafter.reads == before
-    if bar < 0.5:
+    with torch.inference_mode():  # as the loop reads
+        low = drafter.read(5, root, 0.5 * bar, [])
+        assert low.feature is None and drafter.reads == before
+        assert drafter.guesses((None, None), low, 4) == []
+        sure = [Offer(6, 0.7, "recycle"), Offer(7, 0.3, "copy")]  # the other sources cover the node: nothing to add
+        assert drafter.read(5, root, 1.0, sure).feature is None and drafter.reads == before
+        assert drafter.read(5, root, 2 * bar, [Offer(6, 0.6, "recycle")]).feature is None  # 2·bar·0.4 < the cost
         high = drafter.read(5, root, 1.0, [Offer(6, 0.2, "recycle")])
         assert high.feature is not None and drafter.reads == before + 1
         assert all(o.source == "head" and 0 < o.chance < 1 for o in drafter.guesses((None, None), high, 4))
-    drafter.reads = MAX_READS
-    assert drafter.read(5, root, 1.0, []).feature is None
+        drafter.reads = MAX_READS
+        assert drafter.read(5, root, 1.0, []).feature is None
 
 
 @pytest.mark.parametrize("tree", [TreeShape(), TreeShape(budget=8, branching=2)])
@@ -363,3 +365,20 @@ def test_auto_adds_the_shipped_head_only_where_it_reads_the_target(target, make_
     alone = generate(target, None, "w1 w2 w3", Decoding(max_new_tokens=9))
     run = generate(target, with_head, "w1 w2 w3", Decoding(gamma=4, max_new_tokens=9, tree=TreeShape(budget=8)))
     assert run.output_ids == alone.output_ids
+
+
+def test_rounds_marks_the_heads_nodes_with_their_own_shape(target, make_drafter):
+    """The tree figure marks a head's guesses beside copied and recycled nodes: a shape of their own, named."""
+    from specviz.app.views.tree_charts import SOURCE_MARKS, tree_figure
+    from specviz.drafters.blend_head import HEAD
+
+    drafter = make_drafter("blend:tiny-head")
+    rounds = []
+    for prompt, max_new in CASES:
+        run = generate(target, drafter, prompt, Decoding(gamma=4, max_new_tokens=max_new,
+                                                          tree=TreeShape(budget=8, branching=2)))
+        rounds += [r for r in run.rounds if r.tree is not None and HEAD in r.tree.source]
+    assert rounds, "precondition: the head's guesses reach some tree"
+    marks = {t.name: t.marker.symbol for t in tree_figure(rounds[0]).data if (t.name or "").startswith("source: ")}
+    assert marks[f"source: {HEAD}"] == SOURCE_MARKS[HEAD][0]
+    assert len(set(marks.values())) == len(marks)  # one shape per source
