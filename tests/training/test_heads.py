@@ -11,8 +11,9 @@ import torch
 from specviz.config import Decoding, Sampling, TreeShape
 from specviz.decode import generate
 from specviz.drafters import HeadDrafter, HybridDrafter, build_drafter
-from specviz.drafters.head_net import DraftHead, HeadShape, KVCache, grouped_attention, read_info
+from specviz.drafters.head_net import DraftHead, HeadShape, KVCache, read_info
 from specviz.errors import ConfigError
+from specviz.fast_path import grouped_attention
 from specviz.training.head_loss import unrolled_features
 from specviz.training.train_head import coverage
 from specviz.trees import TreeFeed
@@ -65,7 +66,8 @@ def test_the_draft_step_attends_and_rotates_as_the_plain_formulas(n):
     if mask is not None:
         mask[:, 0] = True  # every row reads something
     expected = torch.nn.functional.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
-    assert torch.allclose(grouped_attention(q, keys, values, mask), expected, atol=1e-6)
+    grouped = grouped_attention(q[None], keys[None], values[None], None if mask is None else mask[None, None])
+    assert torch.allclose(grouped[0], expected, atol=1e-6)
 
 
 @pytest.mark.parametrize("gamma", [1, 2, 4, 8])
