@@ -271,6 +271,23 @@ def read_info(folder: Path) -> HeadInfo:
         raise ConfigError(f"the head in {folder} has a damaged {HEAD_CONFIG} ({exc}); train or copy it again") from exc
 
 
+def target_mismatch(info: HeadInfo, target_model: torch.nn.Module, target_name: str, name: str) -> str | None:
+    """Why the head `name` (its head.json read as `info`) cannot read this target, or None if it was trained on it."""
+    config = target_model.config
+    embedding = target_model.get_input_embeddings().weight
+    if any(not 0 <= i <= config.num_hidden_layers for i in info.shape.layers):
+        return (f"the head {name} reads layers {list(info.shape.layers)}, but {target_name} has "
+                f"{config.num_hidden_layers}: its {HEAD_CONFIG} is damaged or belongs to another target; train or copy "
+                "it again")
+    if (info.shape.hidden != config.hidden_size or info.target_layers != config.num_hidden_layers
+            or info.target_vocab != embedding.shape[0]
+            or abs(embedding_check(embedding.float(), info.vocab) - info.embedding_check)
+            > 1e-2 * (1 + abs(info.embedding_check))):
+        return (f"the head {name} was trained on {info.target} and reads only its hidden states; {target_name} is a "
+                f"different model. Pick a head trained on {target_name}, or ngram / layerskip:K")
+    return None
+
+
 def load_head(folder: Path, target_model: torch.nn.Module, target_name: str, dtype: torch.dtype | None = None
               ) -> tuple[DraftHead, HeadInfo]:
     """The head in `folder`, on the target's device and in `dtype` (the target's by default), after checking it
@@ -278,21 +295,10 @@ def load_head(folder: Path, target_model: torch.nn.Module, target_name: str, dty
     from safetensors.torch import load_file
 
     info = read_info(folder)
-    config = target_model.config
+    problem = target_mismatch(info, target_model, target_name, Path(folder).name)
+    if problem:
+        raise ConfigError(problem)
     embedding = target_model.get_input_embeddings().weight
-    if any(not 0 <= i <= config.num_hidden_layers for i in info.shape.layers):
-        raise ConfigError(f"the head {Path(folder).name} reads layers {list(info.shape.layers)}, but "
-                          f"{target_name} has {config.num_hidden_layers}: its {HEAD_CONFIG} is damaged or belongs "
-                          "to another target; train or copy it again")
-    if (info.shape.hidden != config.hidden_size or info.target_layers != config.num_hidden_layers
-            or info.target_vocab != embedding.shape[0]
-            or abs(embedding_check(embedding.float(), info.vocab) - info.embedding_check)
-            > 1e-2 * (1 + abs(info.embedding_check))):
-        raise ConfigError(
-            f"the head {Path(folder).name} was trained on {info.target} and reads only its hidden "
-            f"states; {target_name} is a different model. Pick a head trained on {target_name}, or "
-            "ngram / layerskip:K"
-        )
     head = DraftHead(info.shape)
     try:
         head.load_state_dict({k: v.float() for k, v in load_file(str(Path(folder) / HEAD_WEIGHTS)).items()})

@@ -23,7 +23,7 @@ from .base import Drafter
 from .blend import BlendDrafter
 from .blend_head import HeadBlendDrafter
 from .head import HeadDrafter, HybridDrafter
-from .head_net import is_head, load_head
+from .head_net import is_head, load_head, read_info, target_mismatch
 from .model import ModelDrafter, layer_skip_view
 from .ngram import NgramDrafter
 from .recycle import RecycleDrafter
@@ -109,17 +109,6 @@ def _blend_drafter(spec: Spec, target: LoadedModel, load) -> Drafter:
     return HeadBlendDrafter(f"blend:{spec.arg}", head, suffix=suffix, store=_store(target))
 
 
-def _shipped_head_blend(target: LoadedModel, load) -> Drafter | None:
-    """`blend:AUTO_HEAD` if that head is here and was trained on this target (None otherwise: another target, or a
-    head folder removed)."""
-    if head_folder(AUTO_HEAD) is None:
-        return None
-    try:
-        return _blend_drafter(Spec("blend", AUTO_HEAD), target, load)
-    except ConfigError:
-        return None
-
-
 def _store(target: LoadedModel):
     """The process's recycle table for this target's tokenizer (warm-started from the shipped file)."""
     return shared_store(tokenizer_fingerprint(target.tokenizer), target.vocab_size)
@@ -130,9 +119,12 @@ def _auto_drafter(spec: Spec, target: LoadedModel, load) -> Drafter:
     draft head's guesses where it reads this target (`blend:AUTO_HEAD`); `auto:HEAD`: each round suffix drafting,
     that head over this target's features or none, whichever promises most."""
     if not spec.arg:
-        blend = _shipped_head_blend(target, load) or _blend_drafter(Spec("blend", ""), target, load)
-        blend.name = "auto"
-        return blend
+        suffix = _suffix_drafter(Spec("suffix", ""), target, load)
+        folder = head_folder(AUTO_HEAD)  # checked against the target before anything is loaded; a damaged head.json
+        if folder is not None and target_mismatch(read_info(folder), target.model, target.name, AUTO_HEAD) is None:
+            head = _head_drafter(Spec("head", AUTO_HEAD, folder), target, load)  # still says so
+            return HeadBlendDrafter("auto", head, suffix=suffix, store=_store(target))
+        return BlendDrafter("auto", suffix, _store(target))
     suffix = _suffix_drafter(Spec("suffix", ""), target, load)
     folder = head_folder(spec.arg)
     if folder is None:

@@ -384,3 +384,15 @@ def test_rounds_marks_the_heads_nodes_with_their_own_shape(target, make_drafter)
     marks = {t.name: t.marker.symbol for t in tree_figure(rounds[0]).data if (t.name or "").startswith("source: ")}
     assert marks[f"source: {HEAD}"] == SOURCE_MARKS[HEAD][0]
     assert len(set(marks.values())) == len(marks)  # one shape per source
+
+
+def test_auto_with_a_damaged_shipped_head_says_so(target, make_drafter, tmp_path, monkeypatch):
+    """A shipped head whose head.json cannot be read is an error with its message, not a quiet fall back."""
+    from specviz.drafters import registry
+
+    folder = tmp_path / "broken-head"
+    folder.mkdir()
+    (folder / "head.json").write_text("{not json", encoding="utf-8")
+    monkeypatch.setattr(registry, "AUTO_HEAD", str(folder))
+    with pytest.raises(ConfigError, match="damaged head.json"):
+        make_drafter("auto")
