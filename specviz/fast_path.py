@@ -204,10 +204,22 @@ def grouped_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
     batch, heads, q, dim = query.shape
     groups = heads // key.shape[1]
     if mask is not None:
-        mask = mask.expand(batch, 1, q, -1).repeat(1, 1, groups, 1)  # (B, 1, g·q, L)
+        mask = repeated_mask(mask, batch, groups)
     out = F.scaled_dot_product_attention(query.reshape(batch, key.shape[1], groups * q, dim), key, value,
                                          attn_mask=mask, dropout_p=dropout, scale=scale)
     return out.reshape(batch, heads, q, dim)
+
+
+def repeated_mask(mask: torch.Tensor, batch: int, groups: int) -> torch.Tensor:
+    """`mask` [B, 1, q, L] repeated over `groups` row blocks, [B, 1, g·q, L]. Every layer of a forward gets the same
+    mask object, so the copy is made once a forward and kept on the mask itself (it goes when the mask goes)."""
+    kept = getattr(mask, "_specviz_repeated", None)
+    if kept is not None and kept[0] == (batch, groups):
+        return kept[1]
+    repeated = mask.expand(batch, 1, mask.shape[2], -1).repeat(1, 1, groups, 1)
+    if mask.is_inference() or not mask.requires_grad:
+        mask._specviz_repeated = ((batch, groups), repeated)
+    return repeated
 
 
 AttentionInterface.register(GROUPED_SDPA, grouped_sdpa)

@@ -32,7 +32,7 @@ import torch
 from transformers import DynamicCache
 
 from .config import Sampling, TreeShape, Verification
-from .verify import LazyLogits, Verdict, distribution, residual
+from .verify import LazyLogits, Verdict, distribution, greatest, residual
 
 # A static tree's prior that the child of sibling rank r is accepted: 0.6 for the draft's first choice, each
 # lower rank half the one above. Only the order of the products matters: it fixes the shape.
@@ -283,7 +283,7 @@ def verify_tree(logits: LazyLogits, tokens: torch.Tensor, parents: list[int], ro
             chosen = _greedy_child(logit, options, token_list, rule if relaxed else None)
             rejected += [c for c in options if c != chosen] if chosen is not None else options
             if chosen is None:
-                next_token, resampled = int(logit.argmax()), bool(options)
+                next_token, resampled = int(greatest(logit)), bool(options)
                 break
         else:
             p = distribution(logit.unsqueeze(0), sampling)[0]
@@ -308,7 +308,7 @@ def _greedy_child(logit: torch.Tensor, options: list[int], tokens: list[int], re
     if not options:
         return None
     if relaxed is None:
-        best = int(logit.argmax())
+        best = int(greatest(logit))
         return next((c for c in options if tokens[c] == best), None)
     logp = logit.float().log_softmax(-1)
     passing = [c for c in options

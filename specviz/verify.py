@@ -39,6 +39,45 @@ def shape_logits(logits: torch.Tensor, sampling: Sampling) -> torch.Tensor:
     return logits
 
 
+CHUNKS = (512, 256, 128)  # block sizes `greatest` and `top_k` read a vocabulary in (the first that divides it)
+
+
+def _blocks(logits: torch.Tensor, k: int = 1) -> int:
+    """The block size to split the last dimension of `logits` into, 0 where the plain operation is as good."""
+    width = logits.shape[-1]
+    if not logits.is_contiguous() or logits.device.type != "cpu":
+        return 0
+    return next((c for c in CHUNKS if width % c == 0 and width >= 8 * k * c), 0)
+
+
+def greatest(logits: torch.Tensor) -> torch.Tensor:
+    """argmax over the last dimension, [..., V] -> [...], the first index of the greatest value as argmax gives.
+
+    On a CPU torch's argmax over a 49k vocabulary is slow (44 us a row, where amax takes 2): the greatest value of
+    each block of 512 first, then argmax of the first block holding the greatest, the same index."""
+    blocks = _blocks(logits)
+    if not blocks:
+        return logits.argmax(-1)
+    rows = logits.reshape(-1, logits.shape[-1] // blocks, blocks)
+    block = rows.amax(-1).argmax(-1)  # [R]: the first block holding each row's greatest value
+    inside = rows[torch.arange(rows.shape[0]), block].argmax(-1)
+    return (block * blocks + inside).reshape(logits.shape[:-1])
+
+
+def top_k(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(values, ids) of the k greatest entries of each row of `logits` [R, V], greatest first, as torch.topk.
+
+    The k greatest lie in the k blocks of the greatest maxima, so topk runs over those blocks only (110 us for 9
+    rows of 49k on this project's AMD EPYC, against 305 us): the same values, the same ids but among equal values."""
+    blocks = _blocks(logits, k)
+    if not blocks or logits.dim() != 2:
+        return logits.topk(k, dim=-1)
+    rows = logits.view(logits.shape[0], -1, blocks)
+    _, chosen = rows.amax(-1).topk(k, dim=-1)  # [R, k] blocks
+    values, where = rows.gather(1, chosen[..., None].expand(-1, -1, blocks)).flatten(1).topk(k, dim=-1)
+    return values, chosen.gather(1, where // blocks) * blocks + where % blocks
+
+
 def distribution(logits: torch.Tensor, sampling: Sampling) -> torch.Tensor:
     """The probabilities a token is drawn from (plain softmax when greedy, for display)."""
     return shape_logits(logits.float(), sampling).softmax(-1)
@@ -47,7 +86,7 @@ def distribution(logits: torch.Tensor, sampling: Sampling) -> torch.Tensor:
 def choose(probs: torch.Tensor, sampling: Sampling, generator: torch.Generator | None) -> torch.Tensor:
     """One token id per row: argmax when greedy, a draw from probs otherwise."""
     if sampling.greedy:
-        return probs.argmax(-1)
+        return greatest(probs)
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 
@@ -165,7 +204,7 @@ def verify(
             rank = (logp > logp_d[:, None]).sum(-1)
             return (rank < rule.top_k) & (logp_d >= logp.max(-1).values - rule.tolerance)
         if sampling.greedy:
-            return logits[:upto].argmax(-1) == d
+            return greatest(logits[:upto]) == d
         # Accept draft i with probability min(1, p/(l·q)): r < p/(l·q)  <=>  r·l·q < p.
         positions = torch.arange(upto, device=d.device)
         p_d = distribution(logits[:upto], sampling)[positions, d]
@@ -179,7 +218,7 @@ def verify(
     logits = scores.upto(n + 1)
     p = distribution(scores.computed, sampling)  # every row computed, for the record
     if sampling.greedy:  # the target's own choice, resampled (after a rejection) or a bonus token
-        return Verdict(n, int(logits[n].argmax()), n < gamma, p)
+        return Verdict(n, int(greatest(logits[n])), n < gamma, p)
     if n == gamma:  # all kept (or nothing drafted): the bonus token, drawn from the target alone
         return Verdict(n, int(choose(p[gamma], sampling, generator)), False, p)
     # Rejected at n: draw from the residual norm(max(0, p - l·q)), the mass the draft under-proposed.

@@ -8,7 +8,7 @@ import torch
 from transformers import DynamicCache
 
 from ..config import MAX_GAMMA, Decoding, Sampling, TreeShape
-from ..verify import LazyLogits
+from ..verify import LazyLogits, top_k
 
 
 class Reason:
@@ -66,8 +66,8 @@ class Verified:
         if logits is None:
             return [], torch.empty(0, k, dtype=torch.long), torch.empty(0, k)
         logits = logits.float()
-        values, ids = logits.topk(k, dim=-1)
-        return rows, ids, (values - logits.logsumexp(-1, keepdim=True)).exp()
+        values, ids = top_k(logits, k)
+        return rows, ids, logits.softmax(-1).gather(1, ids)  # softmax: one pass, where logsumexp takes several
 
     def previous(self, row: int, before_root: int = -1) -> int:
         """The token before `row` in the text it extends: its parent's (for the root, `before_root`)."""

@@ -133,3 +133,15 @@ def test_a_heads_output_rows_product_takes_vectors_and_rows():
     with torch.inference_mode():
         assert torch.allclose(out(x), x @ rows.T, atol=1e-5)
         assert torch.allclose(out(x[0]), rows @ x[0], atol=1e-5)
+
+
+def test_a_masks_group_copy_is_made_once_and_matches_repeat():
+    from specviz.fast_path import repeated_mask
+
+    mask = torch.randn(1, 1, 3, 7)
+    first = repeated_mask(mask, 1, 3)
+    assert torch.equal(first, mask.repeat(1, 1, 3, 1))
+    assert repeated_mask(mask, 1, 3) is first  # the next layer of the same forward
+    other = torch.randn(1, 1, 3, 7)  # the next forward's mask: its own copy
+    assert torch.equal(repeated_mask(other, 1, 3), other.repeat(1, 1, 3, 1))
+    assert torch.equal(repeated_mask(mask, 1, 2), mask.repeat(1, 1, 2, 1))  # another grouping is not served stale

@@ -407,3 +407,18 @@ def test_residual_of_identical_distributions_is_still_a_distribution():
     p = torch.tensor([0.2, 0.3, 0.5])
     r = residual(p, p.clone())
     assert (r >= 0).all() and torch.isclose(r.sum(), torch.tensor(1.0))
+
+
+@pytest.mark.parametrize("width", [49152, 1000, 151936])
+def test_greatest_and_top_k_read_blocks_yet_answer_as_argmax_and_topk(width):
+    from specviz.verify import greatest, top_k
+
+    torch.manual_seed(width)
+    logits = torch.randn(9, width) * 4
+    logits[0, [700, width - 5]] = 50.0  # a tie far apart: the first index, as argmax
+    logits[1, :] = 0.0  # every entry equal
+    assert torch.equal(greatest(logits), logits.argmax(-1))
+    assert all(int(greatest(row)) == int(row.argmax()) for row in logits)
+    values, ids = top_k(logits[2:], 8)
+    expected_values, expected_ids = logits[2:].topk(8, dim=-1)
+    assert torch.equal(values, expected_values) and torch.equal(ids, expected_ids)
