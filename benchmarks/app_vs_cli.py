@@ -216,27 +216,38 @@ def measure_in_app(url: str, cases: tuple[str, ...] = ("rounds", "home", "walk")
 def _measure_cases(browser, url: str, cases: tuple[str, ...]) -> dict:
     out = {}
     for case in cases:
-        context = new_context(browser, 2000)
-        page = context.new_page()
+        started = time.monotonic()
+        try:
+            out[case] = _measure_case(browser, url, case)
+        except Exception as exc:  # a case that fails (a page that never finished) is recorded, and the next one runs
+            out[case] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0]}",
+                         "seconds": time.monotonic() - started}
+    return out
+
+
+def _measure_case(browser, url: str, case: str) -> dict:
+    """One case in a new tab (session): Home's live run, Rounds', or Rounds' after the walk Home → Lesson → Rounds."""
+    context = new_context(browser, 2000)
+    page = context.new_page()
+    try:
         if case == "home":
             page.goto(url)
             wait_idle(page)
             live = "text.split('Measured speedup').length - 1 >= 2 && text.includes('Step through it round by round')"
-            out[case] = press_run(page, page.locator('[data-testid="stButton"] button', has_text="Run ").first, live)
-        else:
-            if case == "walk":
-                page.goto(url)
-                wait_idle(page)
-                page.locator('[data-testid="stSidebarNav"] a', has_text="Lesson").click(timeout=300_000)
-                wait_idle(page)
-                page.locator('[data-testid="stSidebarNav"] a', has_text="Rounds").click(timeout=300_000)
-            else:
-                page.goto(f"{url}/Rounds")
+            return press_run(page, page.locator('[data-testid="stButton"] button', has_text="Run ").first, live)
+        if case == "walk":
+            page.goto(url)
             wait_idle(page)
-            live = "!text.includes('Showing a run recorded by the project') && text.includes('Measured speedup')"
-            out[case] = press_run(page, page.get_by_role("button", name="Run", exact=True), live)
+            page.locator('[data-testid="stSidebarNav"] a', has_text="Lesson").click(timeout=300_000)
+            wait_idle(page)
+            page.locator('[data-testid="stSidebarNav"] a', has_text="Rounds").click(timeout=300_000)
+        else:
+            page.goto(f"{url}/Rounds")
+        wait_idle(page)
+        live = "!text.includes('Showing a run recorded by the project') && text.includes('Measured speedup')"
+        return press_run(page, page.get_by_role("button", name="Run", exact=True), live)
+    finally:
         context.close()
-    return out
 
 
 # --- the busy sessions (a separate process, in the idle scheduling class)
@@ -348,6 +359,10 @@ def main() -> None:
     ok = True
     for n, shown in figures["app"].items():
         for case, app in shown.items():
+            if "error" in app:  # the page never showed its figure (a timeout): a miss, said as such
+                ok = False
+                print(f"{n:>4}  {case:<6} no figure after {app['seconds']:.0f} s: {app['error']}")
+                continue
             cli = figures["cli"]["home" if case == "home" else "rounds"]
             ratio = app["speedup"] / cli["median"]
             covers = app["low"] <= cli["median"] <= app["high"]
