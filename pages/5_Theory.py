@@ -80,10 +80,8 @@ st.write(
     "speculative decoding, each on its own stopwatch (stopped while the other works), until both are done. A busy "
     "spell then slows both runs of a pair alike, and the pair's ratio still holds. The speedup shown is the "
     "**median** of the pairs' ratios, with their "
-    "**range** as its spread, e.g. *1.17× (1.12–1.21 over 3 pairs)*. When the range is wider than 15% of the median, "
-    "more pairs are timed, up to 9 (on Home and Rounds, and in `specviz run`): one busy spell then moves the median "
-    "of many pairs, not of three. If they still disagree, the page says so and shows the range instead of one "
-    "confident figure."
+    "**range** as its spread, e.g. *1.17× (1.12–1.21 over 3 pairs)*. When the range is wider than 15% of the median "
+    "the page says so, and shows the range instead of one confident figure."
 )
 if (pairs_chart := theory_charts.pairs_figure(st.session_state)) is not None:
     st.plotly_chart(pairs_chart, key="theory-pairs")

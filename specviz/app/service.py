@@ -24,7 +24,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from ..comparison import Comparison
 from ..config import Decoding
 from ..drafters import learns_across_runs
-from ..lab.measure import MAX_PAIRS, PAIRS, check_pairs
+from ..lab.measure import PAIRS, check_pairs
 from ..models import DEFAULT_TARGET
 from ..prompts import check_prompt
 from ..worker.process import Cancelled, Worker
@@ -62,12 +62,6 @@ def app_pairs() -> int:
     use 1 where the pairing itself is not under test. A value out of range is refused with a clear message."""
     raw = os.environ.get(PAIRS_ENV, "").strip()
     return check_pairs(raw, PAIRS_ENV) if raw else PAIRS
-
-
-def app_pairs_at_most() -> int:
-    """Pairs a measured run may grow to when its first pairs disagree (`measure.compare`'s steady_to): MAX_PAIRS, or
-    with SPECVIZ_PAIRS set, exactly that many (a presenter who chose short waits keeps them)."""
-    return app_pairs() if os.environ.get(PAIRS_ENV, "").strip() else MAX_PAIRS
 
 
 def new_service() -> RunService:
@@ -174,14 +168,12 @@ def run_job(job: str, on_event: Callable[[Any], None] | None = None, **kwargs) -
 def measured_run(
     target: str, draft: str, prompt: str, settings: Decoding, fresh: bool = False, pairs: int | None = None
 ) -> Comparison:
-    """A speculative run timed in `pairs` pairs with the target alone (by default `app_pairs()`, more up to
-    `app_pairs_at_most()` if they disagree), in the worker.
+    """A speculative run timed in `pairs` pairs with the target alone (by default `app_pairs()`), in the worker.
 
     An identical run (same target, drafter, prompt, settings, seed, pairs and what the drafter has learned) measured
     on this server before is served from that measurement; one being measured is joined. `fresh` measures it again.
     """
     check_prompt(prompt)  # before waiting in line for nothing
-    at_most = pairs or app_pairs_at_most()  # a count asked for is kept exactly
     pairs = pairs or app_pairs()
     svc = service()
     key = run_key(target, draft, prompt, settings, pairs, drafter_state=svc.learned(draft, prompt, settings.chat))
@@ -195,10 +187,8 @@ def measured_run(
         )
 
     def measure() -> Comparison:
-        with st.spinner(f"Timing {draft} (γ={settings.gamma}) and the target alone side by side, {pairs} pairs "
-                        f"(up to {at_most} if they disagree)…"):
-            return run_job("compare", target=target, draft=draft, prompt=prompt, settings=settings, pairs=pairs,
-                           steady_to=at_most)
+        with st.spinner(f"Timing {draft} (γ={settings.gamma}) and the target alone side by side, {pairs} pairs…"):
+            return run_job("compare", target=target, draft=draft, prompt=prompt, settings=settings, pairs=pairs)
 
     try:
         measured = svc.shared.serve(key, _session(), measure, fresh=fresh, on_join=on_join)

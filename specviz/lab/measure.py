@@ -36,17 +36,6 @@ PAIRS = 3  # timed pairs of a comparison in the app and `run`: a median and a sp
 MAX_PAIRS = 9  # more pairs only make a learner wait
 
 
-NOISY_SPREAD = 0.15  # pairs whose ratios range over more than 15% of their median cannot pin the speedup down
-
-
-def too_spread(ratios: list[float]) -> bool:
-    """Whether paired ratios range over more than NOISY_SPREAD of their median (two pairs at least)."""
-    if len(ratios) < 2:
-        return False
-    middle = statistics.median(ratios)
-    return middle > 0 and (max(ratios) - min(ratios)) / middle > NOISY_SPREAD
-
-
 def check_pairs(value: int | str, name: str = "pairs") -> int:
     """How many timed pairs, checked in one place for every way in (`compare`, `--pairs`, SPECVIZ_PAIRS): a whole
     number from 1 to MAX_PAIRS, else a ConfigError that names `name`."""
@@ -85,12 +74,9 @@ def compare(
     pairs: int = 1,
     warm: bool = True,
     should_stop: Callable[[], bool] | None = None,
-    steady_to: int = 0,
 ) -> Comparison:
     """The speculative run and the target alone timed side by side in `pairs` pairs, alternating which goes first.
 
-    If the pairs' ratios then spread over more than NOISY_SPREAD of their median (a busy machine), more pairs are timed,
-    up to `steady_to` pairs in all, until they agree: one busy spell then moves the median of many pairs, not of three.
     should_stop() is asked between pairs: a comparison stopped early keeps the pairs it timed (at least one).
     """
     check_pairs(pairs)
@@ -99,16 +85,14 @@ def compare(
         warm_up(target, make_drafter, prompt, settings)
     runs: list[tuple[Run, Run]] = []  # (baseline, speculative) of each pair
     others: list[float] = []  # the share of the machine other programs took while each pair ran
-    ratios: list[float] = []
-    while len(runs) < pairs or (len(runs) < steady_to and too_spread(ratios)):
+    for i in range(pairs):
         if runs and should_stop and should_stop():
             break
         before = busy.read()
-        runs.append(side_by_side(target, make_drafter, prompt, settings, spec_first=len(runs) % 2 == 1))
+        runs.append(side_by_side(target, make_drafter, prompt, settings, spec_first=i % 2 == 1))
         if (work := busy.between(before, busy.read())) is not None:
             others.append(work.share)
-        base, spec = runs[-1]
-        ratios.append(base.seconds / spec.seconds if spec.seconds > 0 else 0.0)
+    ratios = [b.seconds / s.seconds if s.seconds > 0 else 0.0 for b, s in runs]
     middle = sorted(range(len(runs)), key=ratios.__getitem__)[(len(runs) - 1) // 2]  # the (lower) median pair
     base, spec = runs[middle]
     return Comparison(
@@ -146,6 +130,9 @@ def side_by_side(target: LoadedModel, make_drafter: Callable[[], Drafter], promp
             done[i] = end.value
         clocks[i].pause()
     return done[0], done[1]
+
+
+NOISY_SPREAD = 0.15  # pairs whose ratios range over more than 15% of their median cannot pin the speedup down
 
 
 def speedup_text(c: Comparison) -> str:

@@ -60,15 +60,12 @@ def load(ctx: Context, name: str) -> str:
     return f"{model.device} {str(model.dtype).replace('torch.', '')}"
 
 
-def compare(ctx: Context, target: str, draft: str, prompt: str, settings: Decoding, pairs: int,
-            steady_to: int = 0) -> Comparison:
-    """One measured run: the drafter and the target alone, timed in pairs (`measure.compare`), more of them (up to
-    `steady_to` in all) where the first disagree."""
+def compare(ctx: Context, target: str, draft: str, prompt: str, settings: Decoding, pairs: int) -> Comparison:
+    """One measured run: the drafter and the target alone, timed in pairs (`measure.compare`)."""
     model = ctx.load(target)
     make = lambda: build_drafter(draft, model, ctx.load)  # noqa: E731 — a fresh drafter per run
     make()  # an unknown or incompatible draft is refused before anything is timed
-    comparison = measure.compare(model, make, prompt, settings, pairs=pairs, should_stop=ctx.should_stop,
-                                 steady_to=steady_to)
+    comparison = measure.compare(model, make, prompt, settings, pairs=pairs, should_stop=ctx.should_stop)
     ctx.ran(draft, prompt=(prompt, settings.chat))
     return comparison
 

@@ -82,38 +82,3 @@ def test_compare_times_every_pair_side_by_side(target, make_drafter):
 def test_a_pair_count_out_of_range_is_refused_before_anything_runs(target, make_drafter, pairs):
     with pytest.raises(ConfigError, match=rf"pairs must be a whole number from 1 to 9, got '{pairs}'"):
         compare(target, lambda: make_drafter("tiny-draft"), PROMPT, SETTINGS, pairs=pairs)
-
-
-def scripted(monkeypatch, ratios: list[float]):
-    """side_by_side as measured, but each pair's baseline seconds set to make the next of `ratios`."""
-    from specviz.lab import measure
-
-    real, left = measure.side_by_side, ratios  # taken off as pairs are timed
-
-    def pair(*args, **kwargs):
-        base, spec = real(*args, **kwargs)
-        base.seconds = spec.seconds * left.pop(0)
-        return base, spec
-
-    monkeypatch.setattr(measure, "side_by_side", pair)
-
-
-def test_pairs_that_disagree_are_joined_by_more_until_the_cap(target, make_drafter, monkeypatch):
-    scripted(monkeypatch, [1.0, 1.5, 1.0, 1.1, 1.0, 1.05, 9.9])
-    c = compare(target, lambda: make_drafter("tiny-draft"), PROMPT, SETTINGS, pairs=3, warm=False, steady_to=6)
-    assert c.pairs == 6 and c.speedup == pytest.approx(1.0, abs=0.06)  # one busy pair no longer a third of them
-
-
-def test_pairs_that_agree_are_not_joined_by_more(target, make_drafter, monkeypatch):
-    scripted(monkeypatch, [1.0, 1.05, 1.02, 9.9])
-    c = compare(target, lambda: make_drafter("tiny-draft"), PROMPT, SETTINGS, pairs=3, warm=False, steady_to=9)
-    assert c.pairs == 3 and c.speedup == pytest.approx(1.02)
-
-
-def test_a_stop_ends_the_extra_pairs_too(target, make_drafter, monkeypatch):
-    ratios = [1.0, 1.5, 1.0, 1.0, 1.0, 1.0]
-    scripted(monkeypatch, ratios)
-    timed = lambda: 6 - len(ratios)  # noqa: E731 — pairs timed so far (each takes its ratio off the list)
-    c = compare(target, lambda: make_drafter("tiny-draft"), PROMPT, SETTINGS, pairs=3, warm=False, steady_to=9,
-                should_stop=lambda: timed() >= 4)
-    assert c.pairs == 4
