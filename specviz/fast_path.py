@@ -217,7 +217,7 @@ def repeated_mask(mask: torch.Tensor, batch: int, groups: int) -> torch.Tensor:
     if kept is not None and kept[0] == (batch, groups):
         return kept[1]
     repeated = mask.expand(batch, 1, mask.shape[2], -1).repeat(1, 1, groups, 1)
-    if mask.is_inference() or not mask.requires_grad:
+    if not mask.requires_grad:  # a mask that carries gradients is left as it is
         mask._specviz_repeated = ((batch, groups), repeated)
     return repeated
 
