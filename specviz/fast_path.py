@@ -18,6 +18,13 @@ differently from the BLAS, by about 1e-6, as a row computed alone already does a
 row among others. The speculative run and the target alone both take this path, and greedy fp32
 output stays token-for-token the target's (tests/test_fast_path.py, the identity tests). Off the
 CPU, or where torch has no oneDNN, the stock path is kept.
+
+On a CUDA GPU one thing is changed: SDPA's cuDNN backend is turned off (`no_cudnn_attention`). In bf16
+and fp16 PyTorch picks it for every forward, and it builds a plan for each new shape, and the loop
+makes a new shape every round (the context grows). On an H100, over a SmolLM2-135M-shaped model at a
+growing context, a plain bf16 step took 96 ms with it and 21 ms without it, and single forwards up to
+1.3 s (benchmarks/verify_gpu.py and docs/performance.md). fp32 never takes it; the other backends
+compute the same attention.
 """
 
 from __future__ import annotations
@@ -43,6 +50,8 @@ def prepare(model: nn.Module, device: torch.device) -> nn.Module:
 
     SPECVIZ_FAST_PATH=0 keeps the stock path (to compare the two, or to rule the fast path out).
     """
+    if device.type == "cuda" and os.environ.get("SPECVIZ_FAST_PATH") != "0":
+        no_cudnn_attention()
     if device.type != "cpu" or os.environ.get("SPECVIZ_FAST_PATH") == "0" or not isinstance(model, nn.Module):
         return model
     if getattr(getattr(model, "config", None), "_attn_implementation", None) == "sdpa":
@@ -52,6 +61,12 @@ def prepare(model: nn.Module, device: torch.device) -> nn.Module:
             if type(module) is nn.Linear:
                 model.set_submodule(name, PackedLinear(module))
     return model
+
+
+def no_cudnn_attention() -> None:
+    """Turn SDPA's cuDNN backend off for this process: it plans anew for every new shape of query and context, which a
+    decoding loop makes every round (flash, memory-efficient and math attention remain, and give the same result)."""
+    torch.backends.cuda.enable_cudnn_sdp(False)
 
 
 def product(weight: torch.Tensor) -> nn.Linear:

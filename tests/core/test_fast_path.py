@@ -38,6 +38,24 @@ def test_prepare_puts_a_cpu_model_on_the_fast_path():
     assert fast.lm_head.weight is fast.model.embed_tokens.weight or not fast.config.tie_word_embeddings
 
 
+def test_a_model_for_a_gpu_turns_cudnn_attention_off(monkeypatch):
+    """On CUDA, SDPA's cuDNN backend plans for each new shape (a new context every round): prepare turns it off, and
+    the switch that keeps the stock path keeps it on. (A flag of the process: it needs no GPU to be set.)"""
+    model = tiny_llama(seed=0, vocab_size=VOCAB, hidden=64, layers=1, heads=4, kv_heads=2)
+    was = torch.backends.cuda.cudnn_sdp_enabled()
+    try:
+        torch.backends.cuda.enable_cudnn_sdp(True)
+        monkeypatch.setenv("SPECVIZ_FAST_PATH", "0")
+        prepare(model, torch.device("cuda"))
+        assert torch.backends.cuda.cudnn_sdp_enabled()
+        monkeypatch.delenv("SPECVIZ_FAST_PATH")
+        prepare(model, torch.device("cuda"))
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+        assert model.config._attn_implementation == "sdpa"  # nothing else changes off the CPU
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(was)
+
+
 def test_the_switch_keeps_the_stock_path(monkeypatch):
     monkeypatch.setenv("SPECVIZ_FAST_PATH", "0")
     model = prepare(tiny_llama(seed=0, vocab_size=VOCAB, hidden=64, layers=1, heads=4, kv_heads=2), torch.device("cpu"))
