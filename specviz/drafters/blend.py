@@ -5,7 +5,8 @@ where the text repeats what was written before: a summary, a retrieval answer, c
 the target's own earlier guesses, `recycle`) wins where there is little to copy: chat, open questions. This
 drafter lets every round take both: after each node, each source offers its candidates with a chance of being
 kept (the suffix drafter's fitted `acceptance` for copies, from how long the match is and how often its
-continuation followed; the calibrated stored probability for recycled ones), the surer offer of a token counts,
+continuation followed; the stored probability for recycled ones), the surer offer of a token counts, each
+source's chances are scaled by how often its nodes were kept for what they promised (`scored.Calibration`),
 nodes are ranked by the product of the chances along their path, and the tree is cut where expected tokens per
 target step peak under the v(n) timed during the run (`scored`). Every node carries its source, which the
 Rounds page draws. q stays one-hot, so verification stays exact.
@@ -62,7 +63,8 @@ class BlendDrafter(RecycleDrafter):
             corpus = self.suffix.corpus
             found = corpus.longest_match(text, exclude=self.suffix.key) if corpus is not None else None
             root = self.root_offers((local_index.longest_match(text), found), text[-1], width, context)
-            tree = grow(root, lambda offer, score: self.expand(offer, width, score), budget, k, MIN_SCORE)
+            tree = grow(root, lambda offer, score: self.expand(offer, width, score), budget, k, MIN_SCORE,
+                        self.calibration)
         return self.proposal(tree, context.device)
 
     def finish(self, output_ids: list[int]) -> None:

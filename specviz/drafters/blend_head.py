@@ -21,9 +21,10 @@ later round, which reads them all in one forward. Reads are also capped per roun
 
 - The root: when read, the head reads the pairs the last rounds kept (as it does alone) and offers its likeliest
   next tokens.
-- A head offer's chance is the head's probability for the token, times a running calibration (tokens of the
-  head's that were kept over the probability it gave them, among its nodes the target judged). Where copying or
-  recycling offers the same token, the surer offer counts (`scored.merge`).
+- A head offer's chance is the head's probability for the token, scaled like every source's by a running
+  calibration (`scored.Calibration`: the head's tokens that were kept over the probability it gave them, among its
+  nodes the target judged). Where copying or recycling offers the same token, the surer offer counts
+  (`scored.merge`).
 
 Candidates are fixed before verification and q is one-hot, so the usual rule keeps the output exact. Each node
 carries its source, so Rounds marks the head's guesses beside the copied and recycled ones.
@@ -40,12 +41,12 @@ from .blend import BlendDrafter, Matches, follow
 from .costs import DECAY
 from .head import HeadDrafter
 from .recycle import MIN_SCORE
-from .scored import Offer, merge
+from .scored import MAX_CHANCE, Offer, merge
 
 HEAD = "head"  # the source of a node the draft head guessed
 TREE = "tree"  # (in `costs`) a round's drafting without the head: the copied and recycled offers
 MAX_READS = 8  # head forwards per round beyond the root's, at most
-PRIOR = 1.0  # pseudo-observations behind the starting calibration (1) and acceptance (1/2)
+PRIOR = 1.0  # pseudo-observations behind the starting rate (1 token a step) and best-guess chance (1/2)
 PRIOR_C = 0.05  # a head read's cost in target steps until one is timed
 
 
@@ -68,16 +69,13 @@ class HeadBlendDrafter(BlendDrafter):
         self._reset()
 
     def _reset(self) -> None:
-        self.kept_of_promised = [PRIOR, PRIOR]  # decaying sums: head tokens kept, and the probability it gave them
-        self.kept_of_judged = [PRIOR / 2, PRIOR]  # decaying sums: head nodes kept, and head nodes judged
         self.made = [PRIOR, PRIOR]  # decaying sums: tokens a round made, and the target steps it cost
         self.tops = [PRIOR / 2, PRIOR]  # decaying sums: the calibrated chance of the head's best guess at a read, reads
-        self.ratio = 1.0  # this round's calibration (kept over promised)
+        self.ratio = 1.0  # this round's calibration of the head's probabilities (`Calibration.factor`)
         self.root = HeadNode(None)
         self.feed: TreeFeed | None = None
         self.read_parents: list[int] = []  # the parent (in read numbering) of each node the head read this round
         self.reads = 0
-        self.drafted_parents: list[int] = []  # the last proposal's parents (a chain's too: each node's predecessor)
 
     def start(self, prompt_ids, settings, hidden=None):
         super().start(prompt_ids, settings)
@@ -86,7 +84,7 @@ class HeadBlendDrafter(BlendDrafter):
 
     # --- drafting ----------------------------------------------------------------------------
     def draft(self, context, k, sampling, generator):
-        self.ratio = self.kept_of_promised[0] / self.kept_of_promised[1]
+        self.ratio = self.calibration.factor(HEAD)
         self.root, self.feed, self.read_parents, self.reads = HeadNode(None), None, [], 0
         return super().draft(context, k, sampling, generator)
 
@@ -121,7 +119,7 @@ class HeadBlendDrafter(BlendDrafter):
         offers = []
         for p, token in zip(values.tolist(), self.head.vocab_ids[index].tolist()):
             if token not in self.never and p * self.ratio >= MIN_SCORE:
-                offers.append(Offer(token, min(p * self.ratio, 0.99), HEAD, (matches, node)))
+                offers.append(Offer(token, min(p, MAX_CHANCE), HEAD, (matches, node)))  # `grow` calibrates it
         return offers[:width]
 
     def read(self, token: int, parent: HeadNode, score: float, others: list[Offer]) -> HeadNode:
@@ -140,17 +138,13 @@ class HeadBlendDrafter(BlendDrafter):
     def pays(self, score: float, others: list[Offer]) -> bool:
         """Whether a head read at a node with this score adds more tokens than its cost buys at the run's rate:
         score · (the head's best guess's chance) · P(every other offer there is wrong) > c · tokens per step."""
-        unsure = max(0.0, 1.0 - sum(o.chance for o in others))
+        unsure = max(0.0, 1.0 - sum(self.calibration.chances(others)))
         return score * self.top() * unsure > self.c() * self.rate()
 
     def top(self) -> float:
         """What a read is expected to add: the calibrated chance of the head's best guess after it (a decaying
         average over its reads, from 1/2)."""
         return self.tops[0] / self.tops[1]
-
-    def alpha(self) -> float:
-        """How often a head guess the target judged was kept (decaying, from 1/2)."""
-        return self.kept_of_judged[0] / self.kept_of_judged[1]
 
     def c(self) -> float:
         """A head read's cost in target steps, as measured (the prior until a read is timed)."""
@@ -161,10 +155,6 @@ class HeadBlendDrafter(BlendDrafter):
         """Tokens per target step the run has made so far, rounds drafting and verification included (decaying,
         from 1)."""
         return self.made[0] / self.made[1]
-
-    def proposal(self, tree, device):
-        self.drafted_parents = list(tree.parents)
-        return super().proposal(tree, device)
 
     # --- after verification ------------------------------------------------------------------
     def feedback(self, kept, hidden=None, timing=None, verified=None):
@@ -180,27 +170,5 @@ class HeadBlendDrafter(BlendDrafter):
             if step:
                 steps = (timing.draft_seconds + timing.verify_seconds) / step
                 self.made = [DECAY * self.made[0] + len(kept) + 1, DECAY * self.made[1] + steps]
-        self._judge(kept)
         super().feedback(kept, None, timing, verified)
         self.head.feedback(kept, hidden, timing)  # the head keeps the target's true features (read when it drafts)
-
-    def _judge(self, kept: list[int]) -> None:
-        """Update the calibration from the head's nodes the target judged (their parent was kept, or the root)."""
-        drawn = self.last
-        if drawn is None or not drawn.n:
-            return
-        chosen, scores, sources = set(kept), drawn.scores[: drawn.n], drawn.sources[: drawn.n]
-        parents = self.drafted_parents
-        promised = judged = hits = 0.0
-        for i, (score, source) in enumerate(zip(scores, sources)):
-            parent = parents[i]
-            if source != HEAD or not (parent < 0 or parent in chosen):
-                continue
-            chance = score / (scores[parent] if parent >= 0 else 1.0)
-            promised += chance / self.ratio  # the head's own probability for the token
-            judged += 1
-            hits += i in chosen
-        if judged:
-            self.kept_of_promised = [DECAY * self.kept_of_promised[0] + hits,
-                                     DECAY * self.kept_of_promised[1] + promised]
-            self.kept_of_judged = [DECAY * self.kept_of_judged[0] + hits, DECAY * self.kept_of_judged[1] + judged]

@@ -9,8 +9,10 @@ target computed anyway (`base.Verified`), and carried from run to run through th
 corpus is). No model runs to draft; q is one-hot (the candidates are fixed before verification), so the
 usual rule stays exact.
 
-A candidate's chance of being kept is its stored probability (`recycled_chance`; a calibration σ(a + b·ln p +
-c·rank) can be fitted on live runs of TRAIN prompts by benchmarks/fit_recycle_chance.py, none is set yet); the
+A candidate's chance of being kept is its stored probability (`recycled_chance`; a fixed calibration σ(a + b·ln
+p + c·rank) can be fitted on live runs of TRAIN prompts by benchmarks/fit_recycle_chance.py, none is set), scaled
+during the run by how often recycled nodes were kept for what they promised (`scored.Calibration`: a stored
+probability comes from another context, and beside copies and a head they promised 1.6 times what was kept); the
 tree is grown best first by the product of the chances along each path and cut where expected tokens per target
 step peak under the v(n) timed during the run (`scored`).
 """
@@ -27,7 +29,7 @@ from ..config import MAX_TREE_BUDGET
 from .base import Drafter, Proposal, Reason, Verified
 from .costs import Costs
 from .recycle_table import TOP_K, RecycleStore, RecycleTable
-from .scored import Offer, ScoredTree, best_size, grow
+from .scored import Calibration, Offer, ScoredTree, best_size, grow
 
 RECYCLED = "recycled"  # the source of a node drafted from the table
 MIN_SCORE = 0.02  # nodes less likely than this to be reached and kept are not considered
@@ -111,12 +113,15 @@ class RecycleDrafter(Drafter):
         self.table = RecycleTable(self.vocab)
         self.key: int | None = None
         self.last: Drawn | None = None
+        self.proposed: ScoredTree | None = None  # the last proposal's nodes, judged in `feedback`
+        self.calibration = Calibration()  # each source's chances against what was kept, learned during the run
 
     def start(self, prompt_ids, settings, hidden=None):
         super().start(prompt_ids, settings)
         self.key = hash(tuple(prompt_ids[0].tolist())) & (2**62 - 1)
         self.table = self.store.table_for(self.key) if self.store is not None else RecycleTable(self.vocab)
-        self.costs, self.last = Costs(prior_slope=self.prior_slope), None
+        self.costs, self.last, self.proposed = Costs(prior_slope=self.prior_slope), None, None
+        self.calibration = Calibration()
 
     def v(self, n: int) -> float:
         return self.verify_cost(n) if self.verify_cost is not None else self.costs.v(n)
@@ -131,14 +136,14 @@ class RecycleDrafter(Drafter):
         if k > 0:
             root = recycled_offers(self.table, int(context[0, -1]), width, self.never)
             tree = grow(root, lambda offer, _score: recycled_offers(self.table, offer.token, width, self.never),
-                        budget, k, MIN_SCORE)
+                        budget, k, MIN_SCORE, self.calibration)
         return self.proposal(tree, context.device)
 
     def proposal(self, tree: ScoredTree, device) -> Proposal:
         """The tree cut where expected tokens per step peak, with each node's source and the round's reason."""
         n = best_size(tree.scores, self.v)
         self.last = Drawn(tuple(tree.scores), tuple(tree.sources), n, self.v(max(n, 1)))
-        cut = tree.first(n)
+        cut = self.proposed = tree.first(n)
         ids = torch.tensor(cut.tokens, dtype=torch.long, device=device)
         parents = cut.parents if self.tree.on and n else None
         return Proposal(ids, None, parents, reason=self.last, sources=cut.sources)
@@ -146,6 +151,9 @@ class RecycleDrafter(Drafter):
     def feedback(self, kept, hidden=None, timing=None, verified=None):
         if self.verify_cost is None and timing is not None:
             self.costs.observe_forward(timing.verified, timing.verify_seconds)
+        if self.proposed is not None:
+            self.calibration.judge(self.proposed, kept)
+            self.proposed = None
         learn_from(self.table, verified, kept, self.table.k)
         super().feedback(kept)
 

@@ -7,6 +7,12 @@ prefix of the list is a tree (a node never scores above its parent, and comes af
 tokens expected per round are 1 + the scores summed. The draft is then cut at the size n with the most expected
 tokens per target step, (1 + Σ scores) / v(n), with v(n) the verification cost measured during the run (Sequoia
 sizes its tree for the hardware the same way).
+
+Both the ranking and the cut trust the chances, and a source's own chance need not hold: a recycled guess is the
+target's probability after the same token in another context, and was kept about 0.6 times as often as promised. So a
+`Calibration` scales each source's chances by how often that source's judged nodes were kept for the chance they
+were given (a decaying count, learned every round), and the offers after one node, which exclude each other, never
+sum to more than 1.
 """
 
 from __future__ import annotations
@@ -14,6 +20,11 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from .costs import DECAY
+
+MAX_CHANCE = 0.99  # no offer is sure
+PRIOR = 1.0  # pseudo-observations behind a source's starting factor of 1 (its chances taken as they are)
 
 
 @dataclass(frozen=True)
@@ -29,30 +40,69 @@ class Offer:
 
 @dataclass
 class ScoredTree:
-    """Nodes best first: tokens, parents (-1: the root), scores (chance of being reached and kept), sources."""
+    """Nodes best first: tokens, parents (-1: the root), scores (chance of being reached and kept), sources, and the
+    chance each node's source gave it (before calibration)."""
 
     tokens: list[int] = field(default_factory=list)
     parents: list[int] = field(default_factory=list)
     scores: list[float] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
+    promised: list[float] = field(default_factory=list)
 
     def first(self, n: int) -> ScoredTree:
-        return ScoredTree(self.tokens[:n], self.parents[:n], self.scores[:n], self.sources[:n])
+        return ScoredTree(self.tokens[:n], self.parents[:n], self.scores[:n], self.sources[:n], self.promised[:n])
+
+
+@dataclass
+class Calibration:
+    """How far each source's chances hold: per source, decaying sums of its judged nodes (those whose parent was
+    kept, the root's children included) — how many the target kept, and the chances the source gave them. A source's
+    chances are scaled by kept ÷ promised (1 until it has been judged). A round that judges none of a source's nodes
+    moves its sums back toward the start by the same decay, so a source priced out of the tree is tried again."""
+
+    sums: dict[str, tuple[float, float]] = field(default_factory=dict)  # source -> (kept, promised), decaying
+
+    def factor(self, source: str) -> float:
+        kept, promised = self.sums.get(source, (PRIOR, PRIOR))
+        return kept / promised
+
+    def chances(self, offers: list[Offer]) -> list[float]:
+        """The chances of the offers after one node, each scaled by its source's factor, together at most 1: they are
+        offers of different tokens, of which the target keeps one at most."""
+        chances = [min(offer.chance * self.factor(offer.source), MAX_CHANCE) for offer in offers]
+        total = sum(chances)
+        return chances if total <= 1 else [chance / total for chance in chances]
+
+    def judge(self, drafted: ScoredTree, kept: list[int]) -> None:
+        """Learn from a verified tree: `drafted` as proposed, `kept` the nodes the target kept."""
+        chosen, judged = set(kept), {}
+        for node, (parent, source, promised) in enumerate(zip(drafted.parents, drafted.sources, drafted.promised)):
+            if parent < 0 or parent in chosen:
+                hits, given = judged.get(source, (0.0, 0.0))
+                judged[source] = (hits + (node in chosen), given + promised)
+        for source, (hits, given) in judged.items():
+            old_hits, old_given = self.sums.get(source, (PRIOR, PRIOR))
+            self.sums[source] = (DECAY * old_hits + hits, DECAY * old_given + given)
+        for source, (old_hits, old_given) in self.sums.items():
+            if source not in judged:
+                self.sums[source] = (DECAY * old_hits + (1 - DECAY) * PRIOR, DECAY * old_given + (1 - DECAY) * PRIOR)
 
 
 def grow(root: list[Offer], expand: Callable[[Offer, float], list[Offer]], budget: int, max_depth: int,
-         min_score: float = 0.0) -> ScoredTree:
+         min_score: float = 0.0, calibration: Calibration | None = None) -> ScoredTree:
     """Up to `budget` nodes, most likely first, none deeper than `max_depth`: `root` holds the offers after the last
     committed token, `expand(offer, score)` those after a node taken with that score (a source whose offers cost
-    something can weigh them against it). Offers scoring below `min_score` are never taken."""
+    something can weigh them against it). Offers scoring below `min_score` are never taken. With a `calibration`,
+    each node's chance is its source's calibrated one."""
     tree, depth = ScoredTree(), []
     frontier: list = []
     serial = 0
 
     def push(parent: int, reach: float, offers: list[Offer]) -> None:
         nonlocal serial
-        for offer in offers:
-            score = reach * offer.chance
+        chances = calibration.chances(offers) if calibration is not None else [offer.chance for offer in offers]
+        for offer, chance in zip(offers, chances):
+            score = reach * chance
             if score >= min_score and score > 0:
                 heapq.heappush(frontier, (-score, serial, parent, offer))
                 serial += 1
@@ -64,6 +114,7 @@ def grow(root: list[Offer], expand: Callable[[Offer, float], list[Offer]], budge
         tree.parents.append(parent)
         tree.scores.append(-score)
         tree.sources.append(offer.source)
+        tree.promised.append(offer.chance)
         depth.append(depth[parent] + 1 if parent >= 0 else 1)
         if depth[-1] < max_depth:
             push(len(tree.tokens) - 1, -score, expand(offer, -score))

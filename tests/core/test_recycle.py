@@ -1,6 +1,6 @@
 """Token Recycling and the blended tree: the table's update, its warm start, a damaged table file, the budget
-chosen under v(N), each node's source on the record, lossless output and the sampling distribution, and the
-model-free replay against a live run."""
+chosen under v(N), each source's chances calibrated against what was kept, each node's source on the record,
+lossless output and the sampling distribution, and the model-free replay against a live run."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from specviz.drafters.recycle_table import (
     store_from,
     warm_rows,
 )
-from specviz.drafters.scored import best_size
+from specviz.drafters.scored import Calibration, Offer, ScoredTree, best_size, grow
 from specviz.drafters.suffix import CORPUS, SuffixDrafter, tokenizer_fingerprint
 from specviz.drafters.suffix_index import SuffixCorpus
 from specviz.lab.replay import replay
@@ -229,6 +229,57 @@ def test_a_dearer_verification_drafts_a_smaller_tree(target):
         drafter.start(prompt, Decoding(gamma=4, tree=TreeShape(budget=8, branching=3)))
         sizes[slope] = drafter.propose(prompt, 4, GREEDY, None).ids.shape[0]
     assert sizes[0.0] == 7 and sizes[0.0] > sizes[0.05] > sizes[0.3] > sizes[3.0] == 0
+
+
+# --- each source's chances against what was kept ------------------------------------------------------------------
+def test_a_sources_chances_are_scaled_by_what_its_judged_nodes_kept():
+    calibration = Calibration()
+    offers = [Offer(1, 0.6, RECYCLED), Offer(2, 0.3, CORPUS)]
+    assert calibration.chances(offers) == pytest.approx([0.6, 0.3])  # never judged: taken as given
+    # root -> node 0 (recycled, 0.6) -> node 2 (recycled, 0.5); root -> node 1 (copied, 0.3) -> node 3 (copied, 0.8)
+    drafted = ScoredTree([1, 2, 3, 4], [-1, -1, 0, 1], [0.6, 0.3, 0.3, 0.24], [RECYCLED, CORPUS, RECYCLED, CORPUS],
+                         [0.6, 0.3, 0.5, 0.8])
+    calibration.judge(drafted, [1, 3])  # the copied branch kept; node 2 was never judged (its parent was refused)
+    assert calibration.sums[RECYCLED] == pytest.approx((0.95, 0.95 + 0.6))
+    assert calibration.sums[CORPUS] == pytest.approx((0.95 + 2, 0.95 + 1.1))
+    assert calibration.factor(RECYCLED) < 1 < calibration.factor(CORPUS)
+    assert calibration.chances([Offer(1, 0.6, RECYCLED)]) == pytest.approx([0.6 * 0.95 / 1.55])
+
+
+def test_offers_after_one_node_never_promise_more_than_certainty():
+    calibration = Calibration(sums={CORPUS: (3.0, 1.0)})  # copies were kept three times as often as they promised
+    chances = calibration.chances([Offer(1, 0.5, CORPUS), Offer(2, 0.4, RECYCLED)])
+    assert sum(chances) == pytest.approx(1.0)  # 0.99 (capped) + 0.4, scaled down: they exclude each other
+    assert chances[0] / chances[1] == pytest.approx(0.99 / 0.4)
+
+
+def test_the_tree_ranks_by_calibrated_chances_and_keeps_what_each_source_promised():
+    calibration = Calibration(sums={RECYCLED: (1.0, 4.0)})  # recycled guesses kept a quarter of what they promised
+    root = [Offer(1, 0.8, RECYCLED), Offer(2, 0.3, CORPUS)]
+    tree = grow(root, lambda offer, score: [], 2, 3, calibration=calibration)
+    assert tree.tokens == [2, 1]  # the copy's 0.3 beats the recycled 0.8 x 0.25
+    assert tree.scores == pytest.approx([0.3, 0.2]) and tree.promised == pytest.approx([0.3, 0.8])
+    assert grow(root, lambda offer, score: [], 2, 3).tokens == [1, 2]  # uncalibrated: as the sources said
+
+
+def test_a_source_that_goes_unjudged_drifts_back_to_its_own_chances():
+    calibration = Calibration(sums={RECYCLED: (1.0, 4.0)})  # priced out of the tree: a quarter of its chances
+    nothing = ScoredTree([1], [-1], [0.5], [CORPUS], [0.5])
+    for _ in range(60):
+        calibration.judge(nothing, [0])  # rounds that judge only copies
+    assert 0.85 < calibration.factor(RECYCLED) < 1.0  # from 0.25: tried again, near the chance it gives itself
+
+
+def test_the_drafter_calibrates_every_round_of_a_run(target):
+    store = RecycleStore(VOCAB)
+    generate(target, RecycleDrafter(store=store), PROMPTS[2], Decoding(gamma=3, max_new_tokens=24))  # teaches it
+    drafter = RecycleDrafter(store=store)
+    tree = TreeShape(budget=8, branching=3)
+    drafter.start(ids_of(target, PROMPTS[0]), Decoding(gamma=4, tree=tree))
+    assert drafter.calibration.sums == {}  # a run starts from the sources' own chances
+    run = generate(target, drafter, PROMPTS[0], Decoding(gamma=4, max_new_tokens=24, tree=tree))
+    assert RECYCLED in drafter.calibration.sums and drafter.calibration.sums[RECYCLED] != (1.0, 1.0)
+    assert sum(1 for r in run.rounds if r.drafted) > 0
 
 
 # --- the blended tree ---------------------------------------------------------------------------------------------

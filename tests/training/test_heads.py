@@ -335,21 +335,19 @@ def test_rounds_that_skip_the_head_leave_its_reading_for_later(target, make_draf
 
 
 def test_the_head_calibration_follows_what_the_target_kept(target, make_drafter):
-    """Kept head guesses raise its calibration and acceptance; refused ones lower them."""
+    """The head's chances are calibrated as every source's are (`scored.Calibration`): kept head guesses raise its
+    factor, refused ones lower it, and its offers carry its own probabilities for `grow` to scale."""
     from specviz.drafters.blend_head import HEAD
-    from specviz.drafters.recycle import Drawn
+    from specviz.drafters.scored import ScoredTree
 
     drafter = make_drafter("blend:tiny-head")
-    drafter.ratio = 1.0
-    drafter.drafted_parents = [-1, 0]
-    drafter.last = Drawn((0.5, 0.2), (HEAD, HEAD), 2, 1.1)
-    alpha, ratio = drafter.alpha(), drafter.kept_of_promised[0] / drafter.kept_of_promised[1]
-    drafter._judge([0, 1])  # both kept: 2 kept for 0.5 + 0.4 promised
-    assert drafter.alpha() > alpha and drafter.kept_of_promised[0] / drafter.kept_of_promised[1] > ratio
-    alpha = drafter.alpha()
-    drafter._judge([])  # the first refused; the second was never judged
-    assert drafter.alpha() < alpha
-    assert drafter.kept_of_judged[1] == pytest.approx(0.95 * (0.95 * 1.0 + 2) + 1)
+    drafted = ScoredTree([5, 6], [-1, 0], [0.5, 0.2], [HEAD, HEAD], [0.5, 0.4])
+    drafter.calibration.judge(drafted, [0, 1])  # both kept: 2 kept for 0.5 + 0.4 promised
+    raised = drafter.calibration.factor(HEAD)
+    assert raised == pytest.approx((0.95 + 2) / (0.95 + 0.9))
+    drafter.calibration.judge(drafted, [])  # the first refused; the second was never judged
+    assert drafter.calibration.factor(HEAD) < raised
+    assert drafter.calibration.sums[HEAD][1] == pytest.approx(0.95 * (0.95 * 1.0 + 0.9) + 0.5)
 
 
 def test_auto_adds_the_shipped_head_only_where_it_reads_the_target(target, make_drafter, tiny_head_dir, monkeypatch):
