@@ -109,7 +109,8 @@ class HeadBlendDrafter(BlendDrafter):
         return merge(blended + self.guesses(matches, node, width), width)
 
     def guesses(self, matches: Matches, node: HeadNode, width: int) -> list[Offer]:
-        """The head's likeliest next tokens after `node`, each with its calibrated chance of being kept."""
+        """The head's likeliest next tokens after `node`, each offered with the head's probability for it (which `grow`
+        calibrates)."""
         if node.feature is None:
             return []
         probs = torch.softmax(self.head.rows(node.feature.view(1, -1))[0].float(), dim=-1)
