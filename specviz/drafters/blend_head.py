@@ -71,7 +71,6 @@ class HeadBlendDrafter(BlendDrafter):
     def _reset(self) -> None:
         self.made = [PRIOR, PRIOR]  # decaying sums: tokens a round made, and the target steps it cost
         self.tops = [PRIOR / 2, PRIOR]  # decaying sums: the calibrated chance of the head's best guess at a read, reads
-        self.ratio = 1.0  # this round's calibration of the head's probabilities (`Calibration.factor`)
         self.root = HeadNode(None)
         self.feed: TreeFeed | None = None
         self.read_parents: list[int] = []  # the parent (in read numbering) of each node the head read this round
@@ -84,7 +83,6 @@ class HeadBlendDrafter(BlendDrafter):
 
     # --- drafting ----------------------------------------------------------------------------
     def draft(self, context, k, sampling, generator):
-        self.ratio = self.calibration.factor(HEAD)
         self.root, self.feed, self.read_parents, self.reads = HeadNode(None), None, [], 0
         return super().draft(context, k, sampling, generator)
 
@@ -115,11 +113,12 @@ class HeadBlendDrafter(BlendDrafter):
             return []
         probs = torch.softmax(self.head.rows(node.feature.view(1, -1))[0].float(), dim=-1)
         values, index = probs.topk(min(width + len(self.never), probs.shape[0]))
-        best = min(float(values[0]) * self.ratio, 0.99)
+        ratio = self.calibration.factor(HEAD)  # what the head's probabilities were worth so far
+        best = min(float(values[0]) * ratio, MAX_CHANCE)
         self.tops = [DECAY * self.tops[0] + best, DECAY * self.tops[1] + 1]
         offers = []
         for p, token in zip(values.tolist(), self.head.vocab_ids[index].tolist()):
-            if token not in self.never and p * self.ratio >= MIN_SCORE:
+            if token not in self.never and p * ratio >= MIN_SCORE:
                 offers.append(Offer(token, min(p, MAX_CHANCE), HEAD, (matches, node)))  # `grow` calibrates it
         return offers[:width]
 
