@@ -244,8 +244,9 @@ def serve(conn: Connection) -> None:
     """The worker process: load what is asked, then run jobs one at a time until told to stop."""
     _, sys_path, loader, preload, aliases, server_nice = conn.recv()
     sys.path[:] = sys_path  # the server's: a loader of its own (a test's tiny models) imports as it does there
+    server = os.getppid()
     if server_nice > 0:
-        yield_to_the_worker(os.getppid(), server_nice)
+        yield_to_the_worker(server, server_nice)
     from . import jobs  # heavy imports (torch, transformers) happen here, in the worker only
 
     module, _, name = loader.partition(":")
@@ -292,6 +293,8 @@ def serve(conn: Connection) -> None:
     conn.send(("ready", os.getpid(), machine()))
     try:
         while (message := incoming.get()) is not None:
+            if server_nice > 0:  # the server's threads started since the last job (`yield_to_the_worker`)
+                yield_to_the_worker(server, server_nice)
             _run_one(conn, message, jobs, load, state, cancel, current, given_up)
     except (BrokenPipeError, EOFError, OSError):  # the server went away mid-job: nobody to answer
         pass
@@ -306,13 +309,30 @@ def yield_to_the_worker(server: int, nice: int) -> None:
     pages redraw more slowly during a measurement, and the measurement does not carry the pages' load. A process
     may always lower the priority of its own user's processes, so this needs no privilege; the worker lowers its
     parent rather than the server itself, because a child starts at its parent's niceness and could not go back.
+
+    On Linux a niceness belongs to a thread, not to the process: setting the server's pid alone reached its main
+    thread only, and the threads it had started before (Streamlit's pools, torch's, the page that started the
+    worker) kept working at full priority beside the timed run. So every thread of the server is lowered, and the
+    worker does it again before each job (`_run_one`), for threads started since; a thread starts at the niceness of
+    the thread that starts it, so those started by lowered threads are lowered already.
     """
+    for thread in _threads(server):
+        try:
+            if os.getpriority(os.PRIO_PROCESS, thread) < nice:
+                os.setpriority(os.PRIO_PROCESS, thread, nice)
+        except ProcessLookupError:  # the thread ended meanwhile
+            continue
+        except OSError as exc:  # not permitted here: measurements still pair, only without the priority
+            _log.warning("the measurement worker could not lower the web server's priority: %s", exc)
+            return
+
+
+def _threads(pid: int) -> list[int]:
+    """The ids of a process's threads (Linux's /proc), or the process alone where they cannot be listed."""
     try:
-        now = os.getpriority(os.PRIO_PROCESS, server)
-        if now < nice:
-            os.setpriority(os.PRIO_PROCESS, server, nice)
-    except OSError as exc:  # not permitted here: measurements still pair, only without the priority
-        _log.warning("the measurement worker could not lower the web server's priority: %s", exc)
+        return sorted(int(name) for name in os.listdir(f"/proc/{pid}/task"))
+    except (OSError, ValueError):
+        return [pid]
 
 
 def _run_one(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 
@@ -87,6 +88,44 @@ def test_a_worker_killed_mid_run_is_reported_and_the_next_run_starts_a_new_one(w
     assert not worker.alive
     result = worker.run("compare", {**COMPARE, "pairs": 1})
     assert worker.pid != old and worker.starts == 2 and result.identical
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="threads are listed from Linux's /proc")
+def test_the_worker_lowers_every_thread_of_the_server():
+    """On Linux a niceness is a thread's: the server's threads started before the worker must be lowered too (its
+    pid alone is its main thread), and so must a thread started after, once the next job comes."""
+    code = ("import threading, time\n"
+            "for _ in range(3): threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+            "print('ready', flush=True)\n"
+            "input()\n"  # a line from the test starts one more thread
+            "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+            "print('more', flush=True)\n"
+            "time.sleep(30)\n")
+    server = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def niceness() -> dict[int, int]:
+        return {int(t): os.getpriority(os.PRIO_PROCESS, int(t)) for t in os.listdir(f"/proc/{server.pid}/task")}
+
+    try:
+        assert server.stdout.readline().strip() == "ready"
+        base = os.getpriority(os.PRIO_PROCESS, server.pid)
+        assert len(niceness()) == 4
+        yield_to_the_worker(server.pid, base + 4)
+        assert set(niceness().values()) == {base + 4}
+        if os.geteuid() != 0:  # only root may raise a niceness back to make a thread the first call missed
+            return
+        # a thread started by the (lowered) main thread starts lowered; one started by a thread still at the old
+        # niceness would not, and the next job's call lowers it
+        os.setpriority(os.PRIO_PROCESS, server.pid, base)
+        server.stdin.write("\n")
+        server.stdin.flush()
+        assert server.stdout.readline().strip() == "more"
+        assert len(niceness()) == 5 and base in niceness().values()
+        yield_to_the_worker(server.pid, base + 4)
+        assert set(niceness().values()) == {base + 4}
+    finally:
+        server.kill()
+        server.wait()
 
 
 def test_the_worker_lowers_the_servers_priority_and_never_raises_it():
