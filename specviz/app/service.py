@@ -51,7 +51,7 @@ class RunService:
         return pid, total - by_prompt.get((prompt, chat), 0)
 
 
-SERVER_NICE = int(os.environ.get("SPECVIZ_SERVER_NICE", "10"))  # the web server's niceness once its worker runs
+SERVER_NICE = int(os.environ.get("SPECVIZ_SERVER_NICE", "10"))  # how far the worker sets the web server under itself
 PAIRS_ENV = "SPECVIZ_PAIRS"
 
 

@@ -12,7 +12,7 @@ with the server's threads) and not `multiprocessing`'s spawn either: spawn re-ru
 child, and inside a Streamlit script run that is the page. Both ends hold one socket pair as a
 `multiprocessing.connection.Connection`. Messages, as pickled tuples:
 
-    server -> worker   ("setup", sys_path, loader, preload, aliases, server_nice) first, then
+    server -> worker   ("setup", sys_path, loader, preload, aliases, server_nice, server_pid) first, then
                        ("job", id, name, kwargs) · ("cancel", id) · ("stop",)
     worker -> server   ("ready", pid, machine) · ("event", id, payload) · ("done", id, result, learned)
                        · ("cancelled", id) · ("error", id, kind, message)
@@ -65,14 +65,14 @@ class Worker:
     `loader` names the function that loads a model by name in the worker ("module:function", imported there);
     `preload` names models the worker loads as it starts, before it says it is ready; `aliases` maps a name the
     pages use to the name the loader gets (a test's tiny model folder for "default"). `server_nice` > 0 has the
-    worker lower the web server's priority to that niceness once it runs (see `yield_to_the_worker`).
+    worker lower the web server's priority that many steps under its own once it runs (see `yield_to_the_worker`).
     """
 
     def __init__(self, loader: str = LOADER, preload: tuple[str, ...] = (), aliases: dict[str, str] | None = None,
                  cancel_grace: float = CANCEL_GRACE_S, server_nice: int = 0):
         self.loader, self.preload, self.cancel_grace = loader, tuple(preload), cancel_grace
         self.aliases = dict(aliases or {})
-        self.server_nice = server_nice  # > 0: the worker lowers the priority of the process that started it to this
+        self.server_nice = server_nice  # > 0: the worker lowers the process that started it this far under itself
         self._lock = threading.Lock()  # one job in flight; the run queue keeps sessions in line before this
         self._ids = itertools.count(1)
         self._process: subprocess.Popen | None = None
@@ -113,7 +113,8 @@ class Worker:
                                          pass_fds=[theirs.fileno()], env=env, stdin=subprocess.DEVNULL)
         theirs.close()
         self._conn = Connection(mine.detach())
-        self._conn.send(("setup", list(sys.path), self.loader, self.preload, self.aliases, self.server_nice))
+        self._conn.send(("setup", list(sys.path), self.loader, self.preload, self.aliases, self.server_nice,
+                         os.getpid()))
         self._ready, self.started_at, self.learned = False, time.monotonic(), (self._process.pid, None)
         self.starts += 1
 
@@ -242,11 +243,9 @@ def _error(kind: str, message: str) -> Exception:
 # --- the worker's side ----------------------------------------------------------------------------------
 def serve(conn: Connection) -> None:
     """The worker process: load what is asked, then run jobs one at a time until told to stop."""
-    _, sys_path, loader, preload, aliases, server_nice = conn.recv()
+    _, sys_path, loader, preload, aliases, server_nice, server = conn.recv()
     sys.path[:] = sys_path  # the server's: a loader of its own (a test's tiny models) imports as it does there
-    server = os.getppid()
-    if server_nice > 0:
-        yield_to_the_worker(server, server_nice)
+    yield_to_parent(server, server_nice)
     from . import jobs  # heavy imports (torch, transformers) happen here, in the worker only
 
     module, _, name = loader.partition(":")
@@ -293,29 +292,41 @@ def serve(conn: Connection) -> None:
     conn.send(("ready", os.getpid(), machine()))
     try:
         while (message := incoming.get()) is not None:
-            if server_nice > 0:  # the server's threads started since the last job (`yield_to_the_worker`)
-                yield_to_the_worker(server, server_nice)
+            yield_to_parent(server, server_nice)  # the server's threads started since the last job
             _run_one(conn, message, jobs, load, state, cancel, current, given_up)
     except (BrokenPipeError, EOFError, OSError):  # the server went away mid-job: nobody to answer
         pass
 
 
-def yield_to_the_worker(server: int, nice: int) -> None:
-    """Lower the web server's priority to `nice` (never raise it), from the worker, which keeps its own.
+def yield_to_parent(server: int, below: int) -> None:
+    """`yield_to_the_worker(server, below)` while `server`, the process that started this worker, is still its parent.
+    A worker whose server has exited belongs to the system's first process (or a subreaper), which it must never
+    lower: a server stopped while it started a worker once left a sandbox's init at niceness 10."""
+    if below > 0 and os.getppid() == server:
+        yield_to_the_worker(server, below)
+
+
+def yield_to_the_worker(server: int, below: int) -> None:
+    """Lower the web server's priority to `below` steps under the worker's own (niceness at most 19), never raising it.
 
     On a machine of two cores the server's work for other visitors (page scripts, reruns, a replay's ticks) took a
     core's worth from a timed run as it came and went, and pairs of timings measured minutes apart from each other.
-    A server at niceness 10 gets about a tenth of the CPU while the worker times a run, and all of it otherwise:
-    pages redraw more slowly during a measurement, and the measurement does not carry the pages' load. A process
-    may always lower the priority of its own user's processes, so this needs no privilege; the worker lowers its
-    parent rather than the server itself, because a child starts at its parent's niceness and could not go back.
+    A server at niceness 10 beside a worker at 0 gets about a tenth of the CPU while the worker times a run, and all
+    of it otherwise: pages redraw more slowly during a measurement, and the measurement does not carry the pages'
+    load. A process may always lower the priority of its own user's processes, so this needs no privilege; the
+    worker lowers its parent rather than the server itself, because a child starts at its parent's niceness and
+    could not go back.
 
     On Linux a niceness belongs to a thread, not to the process: setting the server's pid alone reached its main
     thread only, and the threads it had started before (Streamlit's pools, torch's, the page that started the
     worker) kept working at full priority beside the timed run. So every thread of the server is lowered, and the
-    worker does it again before each job (`_run_one`), for threads started since; a thread starts at the niceness of
-    the thread that starts it, so those started by lowered threads are lowered already.
+    worker does it again before each job (`serve`), for threads started since; a thread starts at the niceness of
+    the thread that starts it, so those started by lowered threads are lowered already. For the same reason a worker
+    started again after one died starts at the lowered server's niceness, not at 0; the server then goes `below`
+    steps under it (10 → 19), which keeps most of the gap (CPU weights of 110 against 15, where 0 against 10 is 1024
+    against 110).
     """
+    nice = min(19, os.getpriority(os.PRIO_PROCESS, 0) + below)
     for thread in _threads(server):
         try:
             if os.getpriority(os.PRIO_PROCESS, thread) < nice:

@@ -15,7 +15,7 @@ import pytest
 
 from specviz.config import Decoding
 from specviz.errors import ModelLoadError
-from specviz.worker.process import Cancelled, Worker, WorkerDied, yield_to_the_worker
+from specviz.worker.process import Cancelled, Worker, WorkerDied, yield_to_parent, yield_to_the_worker
 
 SETTINGS = Decoding(gamma=3, max_new_tokens=12, chat=False)
 PROMPT = "w1 w2 w3 w4 w5"
@@ -108,10 +108,10 @@ def test_the_worker_lowers_every_thread_of_the_server():
 
     try:
         assert server.stdout.readline().strip() == "ready"
-        base = os.getpriority(os.PRIO_PROCESS, server.pid)
-        assert len(niceness()) == 4
-        yield_to_the_worker(server.pid, base + 4)
-        assert set(niceness().values()) == {base + 4}
+        base = os.getpriority(os.PRIO_PROCESS, 0)  # this process's own, which plays the worker (the server's the same)
+        assert len(niceness()) == 4 and set(niceness().values()) == {base}
+        yield_to_the_worker(server.pid, 4)
+        assert set(niceness().values()) == {min(19, base + 4)}
         if os.geteuid() != 0:  # only root may raise a niceness back to make a thread the first call missed
             return
         # a thread started by the (lowered) main thread starts lowered; one started by a thread still at the old
@@ -121,22 +121,52 @@ def test_the_worker_lowers_every_thread_of_the_server():
         server.stdin.flush()
         assert server.stdout.readline().strip() == "more"
         assert len(niceness()) == 5 and base in niceness().values()
-        yield_to_the_worker(server.pid, base + 4)
-        assert set(niceness().values()) == {base + 4}
+        yield_to_the_worker(server.pid, 4)
+        assert set(niceness().values()) == {min(19, base + 4)}
     finally:
         server.kill()
         server.wait()
 
 
+def test_a_worker_lowers_only_the_server_that_is_still_its_parent():
+    """A worker whose server exited is adopted by another process (the system's first, or a subreaper): the pid it was
+    given is no longer its parent, and nothing is lowered."""
+    other = subprocess.Popen(["sleep", "30"])  # not this process's parent: stands in for a server that is gone
+    base = os.getpriority(os.PRIO_PROCESS, other.pid)
+    try:
+        yield_to_parent(other.pid, 3)
+        assert os.getpriority(os.PRIO_PROCESS, other.pid) == base
+        yield_to_parent(os.getppid(), 0)  # niceness 0: the server keeps its priority (tests, SPECVIZ_SERVER_NICE=0)
+    finally:
+        other.kill()
+        other.wait()
+
+
 def test_the_worker_lowers_the_servers_priority_and_never_raises_it():
     server = subprocess.Popen(["sleep", "30"])  # stands in for the web server that started the worker
-    base = os.getpriority(os.PRIO_PROCESS, server.pid)  # this process's own (an earlier page test's worker lowered it)
+    base = os.getpriority(os.PRIO_PROCESS, 0)  # this process's own: it plays the worker
     try:
-        yield_to_the_worker(server.pid, base + 3)
-        assert os.getpriority(os.PRIO_PROCESS, server.pid) == base + 3
-        os.setpriority(os.PRIO_PROCESS, server.pid, base + 6)
-        yield_to_the_worker(server.pid, base + 3)  # already lower: left as it is
-        assert os.getpriority(os.PRIO_PROCESS, server.pid) == base + 6
+        yield_to_the_worker(server.pid, 3)
+        assert os.getpriority(os.PRIO_PROCESS, server.pid) == min(19, base + 3)
+        os.setpriority(os.PRIO_PROCESS, server.pid, min(19, base + 6))
+        yield_to_the_worker(server.pid, 3)  # already lower: left as it is
+        assert os.getpriority(os.PRIO_PROCESS, server.pid) == min(19, base + 6)
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_a_worker_started_again_at_the_servers_niceness_still_sets_the_server_below_itself():
+    """A worker started after one died is started by a lowered server thread, so it runs at the server's niceness
+    and cannot go back: it then lowers the server further under itself (at most to 19)."""
+    server = subprocess.Popen(["sleep", "30"])
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    code = ("import sys; from specviz.worker.process import yield_to_the_worker; "
+            "yield_to_the_worker(int(sys.argv[1]), 4)")
+    try:
+        os.setpriority(os.PRIO_PROCESS, server.pid, min(19, base + 4))  # the server, lowered by the first worker
+        subprocess.run(["nice", "-n", "4", sys.executable, "-c", code, str(server.pid)], check=True)  # a worker at +4
+        assert os.getpriority(os.PRIO_PROCESS, server.pid) == min(19, base + 8)
     finally:
         server.kill()
         server.wait()
