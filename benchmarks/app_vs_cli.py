@@ -16,7 +16,9 @@ In one script run, on one machine:
 Every browser of the script (the busy sessions' and the measuring tab's) runs under Linux's idle scheduling class
 (`chrt --idle 0`) and draws Streamlit's animations still: in a workshop they run on the learners' own laptops, and
 only the server's work for them (page scripts, reruns, the Rounds replay's fragment) lands on the server, which runs
-at normal priority. (Plain `nice` does not hold: Chromium sets its own processes' priorities.) Needs Chromium
+at normal priority. (Plain `nice` does not hold: Chromium sets its own processes' priorities.) Each browser
+runs in a session of its own (Playwright starts it so), whose autogroup is set to niceness 19 (`background_chromium`):
+without it the kernel weighed each browser's session against the server's as an equal, idle class or not. Needs Chromium
 (scripts/install.sh dev).
 
     python benchmarks/app_vs_cli.py                      # N = 0, 4, 10; about 15 minutes on 2 cores
@@ -58,6 +60,24 @@ document.addEventListener("DOMContentLoaded", () => {
   document.head.appendChild(style);
 });
 """
+
+
+def background_chromium() -> str:
+    """Chromium started with the least weight on the CPU for its whole session (Linux's autogroup niceness 19).
+
+    The idle scheduling class orders threads within one scheduling group only, and where the kernel groups
+    processes by session (autogroup, on by default) Playwright starts every browser in a session of its own: each
+    browser was a group that the kernel weighed against the server's as an equal, idle class or not, and the busy
+    sessions' browsers took up to half the machine beside a timed run. (Four idle-class busy loops in a session of
+    their own made a two-thread torch loop ten times slower; with the session's autogroup at niceness 19 it kept
+    its quiet speed: docs/performance.md.) So the browser is started through a wrapper that sets its new session's
+    autogroup first. Where there is no autogroup the write fails quietly and nothing changes.
+    """
+    wrapper = ROOT / "artifacts" / "chromium-in-background.sh"
+    wrapper.parent.mkdir(parents=True, exist_ok=True)
+    wrapper.write_text(f'#!/bin/sh\necho 19 > /proc/self/autogroup 2>/dev/null\nexec {CHROMIUM} "$@"\n')
+    wrapper.chmod(0o755)
+    return str(wrapper)
 
 
 def new_context(browser, height: int):
@@ -209,7 +229,7 @@ def measure_in_app(url: str, cases: tuple[str, ...] = ("rounds", "home", "walk")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = p.chromium.launch(executable_path=background_chromium(), args=ARGS)
         return _measure_cases(browser, url, cases)
 
 
@@ -257,7 +277,7 @@ def busy(url: str, sessions: int) -> None:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = p.chromium.launch(executable_path=background_chromium(), args=ARGS)
         pages = [new_context(browser, 1400).new_page() for _ in range(sessions)]
         for page in pages:
             page.goto(url)
@@ -365,7 +385,8 @@ def main() -> None:
                 continue
             cli = figures["cli"]["home" if case == "home" else "rounds"]
             ratio = app["speedup"] / cli["median"]
-            covers = app["low"] <= cli["median"] <= app["high"]
+            # the page and `specviz run` both show two decimals: the spread shown against the median as shown
+            covers = app["low"] <= round(cli["median"], 2) <= app["high"]
             ok &= BAND[0] <= ratio <= BAND[1] and covers
             spread = f"{app['speedup']:.2f}× ({app['low']:.2f}–{app['high']:.2f})"
             cli_text = f"{cli['median']:.2f}× ({min(cli['speedups']):.2f}–{max(cli['speedups']):.2f})"
