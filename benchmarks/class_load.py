@@ -260,7 +260,8 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=30)
     args = ap.parse_args()
     store = Path(tempfile.mkdtemp(prefix="specviz-class-load-")) / "class.sqlite3"
-    env = {"SPECVIZ_ROOM": "1", "SPECVIZ_PRESENTER_KEY": KEY, "SPECVIZ_CLASS_STORE": str(store)}
+    env = {"SPECVIZ_ROOM": "1", "SPECVIZ_PRESENTER_KEY": KEY, "SPECVIZ_CLASS_STORE": str(store),
+           "SPECVIZ_SERVER_NICE": "10"}  # as a real server (the browser tests' servers keep their priority)
     global TRAIL
     with serve(env, "streamlit-class-load.log") as (url, server):
         TRAIL = CpuTrail(psutil.Process(server.pid)).start()

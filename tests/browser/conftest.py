@@ -82,7 +82,13 @@ QUICK_PAIRS = int(os.environ.get("SPECVIZ_TEST_PAIRS", "1"))
 def serve(env: dict | None = None, log_name: str = "streamlit.log", pairs: int | None = None):
     """A Streamlit server for app.py on a free port, yielding (url, process); terminated afterwards.
 
-    `pairs`: the timed pairs of each measured run (SPECVIZ_PAIRS); None leaves the app's default."""
+    `pairs`: the timed pairs of each measured run (SPECVIZ_PAIRS); None leaves the app's default.
+
+    The server keeps its priority (SPECVIZ_SERVER_NICE=0 unless the environment sets it): a real server yields to its
+    measurement worker, and here it would also yield to the other pytest worker's tests, which share its session's
+    scheduling group (in the first suite run after the worker lowered every thread of its server, a learner's page
+    stayed 30 s behind its presenter's). The lowering
+    itself is tested in tests/app/test_worker.py."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -109,7 +115,8 @@ def serve(env: dict | None = None, log_name: str = "streamlit.log", pairs: int |
         cwd=ROOT,
         stdout=log,
         stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", **({"SPECVIZ_PAIRS": str(pairs)} if pairs else {}), **(env or {})},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "SPECVIZ_SERVER_NICE": os.environ.get("SPECVIZ_SERVER_NICE", "0"),
+             **({"SPECVIZ_PAIRS": str(pairs)} if pairs else {}), **(env or {})},
     )
     url = f"http://127.0.0.1:{port}"
     try:
