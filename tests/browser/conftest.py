@@ -87,8 +87,7 @@ def serve(env: dict | None = None, log_name: str = "streamlit.log", pairs: int |
     The server keeps its priority (SPECVIZ_SERVER_NICE=0 unless the environment sets it): a real server yields to its
     measurement worker, and here it would also yield to the other pytest worker's tests, which share its session's
     scheduling group (in the first suite run after the worker lowered every thread of its server, a learner's page
-    stayed 30 s behind its presenter's). The lowering
-    itself is tested in tests/app/test_worker.py."""
+    stayed 30 s behind its presenter's). The lowering itself is tested in tests/app/test_worker.py."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
