@@ -69,9 +69,10 @@ def background_chromium() -> str:
     processes by session (autogroup, on by default) Playwright starts every browser in a session of its own: each
     browser was a group that the kernel weighed against the server's as an equal, idle class or not, and the busy
     sessions' browsers took up to half the machine beside a timed run. (Four idle-class busy loops in a session of
-    their own made a two-thread torch loop ten times slower; with the session's autogroup at niceness 19 it kept
-    its quiet speed: docs/performance.md.) So the browser is started through a wrapper that sets its new session's
-    autogroup first. Where there is no autogroup the write fails quietly and nothing changes.
+    their own made a two-thread torch loop 10 to 190 times slower; with the session's autogroup at niceness 19 it
+    kept its quiet speed: benchmarks/idle_class_probe.py, docs/performance.md.) So the browser is started through a
+    wrapper that sets its new session's autogroup first. Where there is no autogroup the write fails quietly and
+    nothing changes.
     """
     wrapper = ROOT / "artifacts" / "chromium-in-background.sh"
     wrapper.parent.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,7 @@ quiet machine, then beside four busy loops in the idle scheduling class (`SCHED_
   so);
 - in the timed process's own session, where the idle class orders them behind it.
 
-    python benchmarks/idle_class_probe.py          # about a minute; needs a quiet machine
+    python benchmarks/idle_class_probe.py          # a minute, minutes where the idle class does not hold; quiet machine
 
 Prints the seconds of each, and whether autogroup is on (/proc/sys/kernel/sched_autogroup_enabled).
 """
