@@ -80,7 +80,7 @@ def cmd_run(args) -> int:
     if args.no_baseline:
         run, comparison = timed(target, make, args.prompt, settings, args.pairs)[0], None
     else:
-        comparison = compare(target, make, args.prompt, settings, pairs=args.pairs)
+        comparison = compare(target, make, args.prompt, settings, pairs=args.pairs, more_if_busy=True)
         run = comparison.spec
     if args.json:
         record = comparison.to_dict() if comparison else run.to_dict()

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from .config import TREE_MODES, ConfigError, Decoding, Sampling, TreeShape, Verification
-from .lab.measure import MAX_PAIRS, PAIRS, check_pairs
+from .lab.measure import BUSY_PAIRS, MAX_PAIRS, NOTICEABLE_SHARE, PAIRS, check_pairs
 from .models import DEFAULT_TARGET
 
 
@@ -80,7 +80,9 @@ def _add_decoding(p: argparse.ArgumentParser, pairs: int = PAIRS) -> None:
     p.add_argument("--dtype", default="auto", help="auto (fp32 on CPU, bf16 on GPU), fp32, bf16, fp16")
     p.add_argument("--pairs", "--repeats", dest="pairs", type=_pairs, default=pairs,
                    help=f"time the target alone and the speculative run N times each, in pairs, alternating which goes "
-                        f"first; the speedup is the median of the pairs' ratios (default {pairs}, at most {MAX_PAIRS})")
+                        f"first; the speedup is the median of the pairs' ratios (default {pairs}, at most "
+                        f"{MAX_PAIRS}; `run` times {BUSY_PAIRS} more when other programs take over "
+                        f"{NOTICEABLE_SHARE * 100:.0f}%% of the machine)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -15,6 +16,7 @@ import pytest
 
 from specviz.config import Decoding
 from specviz.errors import ModelLoadError
+from specviz.lab.measure import BUSY_PAIRS, NOTICEABLE_SHARE
 from specviz.worker.process import Cancelled, Worker, WorkerDied, yield_to_parent, yield_to_the_worker
 
 SETTINGS = Decoding(gamma=3, max_new_tokens=12, chat=False)
@@ -37,14 +39,18 @@ def test_a_worker_slow_to_start_says_so_then_returns_a_paired_comparison(worker)
     comparison = worker.run("compare", COMPARE, on_wait=waited.append)
     assert waited and waited[-1] > 1.0, "the page heard that the worker was still starting"
     assert worker.ready and worker.machine
-    assert comparison.paired and comparison.pairs == 3 and comparison.identical
-    assert len(comparison.spec_times) == len(comparison.baseline_times) == 3
-    assert comparison.speedup == sorted(comparison.pair_ratios)[1]
+    # 3 pairs, 5 where other programs (the suite's other worker) took a noticeable share while the first 3 ran
+    busy = statistics.median(comparison.other_work[:3]) > NOTICEABLE_SHARE
+    pairs = 3 + BUSY_PAIRS * busy
+    assert comparison.paired and comparison.pairs == pairs and comparison.identical
+    assert len(comparison.spec_times) == len(comparison.baseline_times) == pairs
+    assert comparison.speedup == sorted(comparison.pair_ratios)[(pairs - 1) // 2]
     low, high = comparison.speedup_range
     assert low <= comparison.speedup <= high
 
 
 def test_a_refused_draft_is_one_clear_error_and_the_worker_goes_on(worker):
+    worker.start()  # this test may be a pytest worker's first to use the module's worker
     pid = worker.pid
     with pytest.raises(ModelLoadError, match="no tiny model called 'no-such-draft'"):
         worker.run("compare", {**COMPARE, "draft": "no-such-draft"})

@@ -64,3 +64,33 @@ def test_an_older_export_without_the_share_claims_nothing(target, load):
     del data["other_work"]
     old = Comparison.from_dict(data)
     assert old.other_work == [] and old.summary()["other_work"] is None and busy_warning(old) is None
+
+
+def _machine_where_others_take(monkeypatch, share: float) -> None:
+    """busy.read/between as if other programs took `share` of the machine during every timed pair."""
+    monkeypatch.setattr(busy, "read", lambda: busy.CpuTimes(busy=0.0, niced=0.0, own=0.0, at=time.monotonic()))
+    monkeypatch.setattr(busy, "between", lambda before, after: busy.OtherWork(share=share, niced=0.0))
+
+
+@pytest.mark.parametrize(("share", "pairs", "timed"), [(0.002, 3, 3), (0.08, 3, 5), (0.08, 1, 1), (0.08, 8, 9)])
+def test_a_busy_machine_gets_two_more_pairs_and_a_quiet_one_keeps_the_shorter_wait(
+    target, load, monkeypatch, share, pairs, timed
+):
+    _machine_where_others_take(monkeypatch, share)
+    settings = Decoding(gamma=2, max_new_tokens=4)
+    make = lambda: build_drafter("tiny-padded", target, load=load)  # noqa: E731
+    c = compare(target, make, "a b c", settings, pairs=pairs, warm=False, more_if_busy=True)
+    assert c.pairs == timed == len(c.other_work)  # 3 → 5 when busy; one pair stays one; never past MAX_PAIRS (9)
+    assert compare(target, make, "a b c", settings, pairs=pairs, warm=False).pairs == pairs  # only when asked
+
+
+def test_the_caption_says_why_a_busy_run_has_more_pairs(target, load, monkeypatch):
+    from specviz.app.views.figures import spread_caption
+
+    _machine_where_others_take(monkeypatch, 0.08)
+    c = compare(target, lambda: build_drafter("tiny-padded", target, load=load), "a b c", Decoding(gamma=2,
+                max_new_tokens=4), pairs=3, warm=False, more_if_busy=True)
+    caption = spread_caption(c)
+    assert "over 5 pairs" in caption and "8%" in caption and "2 more pairs are timed" in caption
+    c.other_work = [0.001] * 5
+    assert "more pairs" not in spread_caption(c)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import statistics
+
 from ...comparison import Comparison
-from ...lab.measure import noise_warning, speedup_text
+from ...lab.measure import BUSY_PAIRS, NOTICEABLE_SHARE, noise_warning, speedup_text
 
 
 def headline(c: Comparison) -> list[tuple[str, str, str]]:
@@ -67,6 +69,9 @@ def spread_caption(c: Comparison) -> str:
     )
     if c.other_work:
         caption += f" Other programs took up to {max(c.other_work):.0%} of the machine's CPU meanwhile."
+        if statistics.median(c.other_work) > NOTICEABLE_SHARE:
+            caption += (f" Above {NOTICEABLE_SHARE:.0%}, {BUSY_PAIRS} more pairs are timed: a busy machine moves each "
+                        "pair more.")
     return caption
 
 
