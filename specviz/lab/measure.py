@@ -13,6 +13,7 @@ earlier is never reused: every comparison pairs its own.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import platform
 import statistics
@@ -150,11 +151,18 @@ def side_by_side(target: LoadedModel, make_drafter: Callable[[], Drafter], promp
 NOISY_SPREAD = 0.15  # pairs whose ratios range over more than 15% of their median cannot pin the speedup down
 
 
+def spread_text(c: Comparison) -> tuple[str, str]:
+    """The pairs' lowest and highest ratio at two decimals, rounded outward: the range shown holds every pair
+    (rounded to the nearest, 1.1561–1.1788 would read 1.16–1.18, a range that leaves its lowest pair out)."""
+    low, high = c.speedup_range
+    return f"{math.floor(low * 100 + 1e-9) / 100:.2f}", f"{math.ceil(high * 100 - 1e-9) / 100:.2f}"
+
+
 def speedup_text(c: Comparison) -> str:
     """The measured speedup with its spread: '1.17× (1.12–1.21 over 3 pairs)'."""
-    low, high = c.speedup_range
+    low, high = spread_text(c)
     if c.pairs >= 2:
-        return f"{c.speedup:.2f}× ({low:.2f}–{high:.2f} over {c.pairs} pairs)"
+        return f"{c.speedup:.2f}× ({low}–{high} over {c.pairs} pairs)"
     return (
         f"{c.speedup:.2f}× (" + ("1 pair: no spread" if c.pairs == 1 else "timed once, not in pairs: no spread") + ")"
     )
@@ -165,14 +173,15 @@ def noise_warning(c: Comparison) -> str | None:
     low, high = c.speedup_range
     if c.pairs < 2 or c.speedup <= 0 or (high - low) / c.speedup <= NOISY_SPREAD:
         return None
+    shown_low, shown_high = spread_text(c)
     if low < 1 < high:
         return (
-            f"The {c.pairs} timed pairs range from {low:.2f}× to {high:.2f}×: timing noise is larger than the "
+            f"The {c.pairs} timed pairs range from {shown_low}× to {shown_high}×: timing noise is larger than the "
             "effect, so these runs cannot tell whether speculative decoding was faster. The machine was busy "
             "(other runs, other programs); run again, or with more tokens."
         )
     return (
-        f"The {c.pairs} timed pairs range from {low:.2f}× to {high:.2f}×: the machine was busy while they ran, so "
+        f"The {c.pairs} timed pairs range from {shown_low}× to {shown_high}×: the machine was busy while they ran, so "
         f"the speedup lies somewhere in that range and the median ({c.speedup:.2f}×) is not a precise figure."
     )
 

@@ -82,3 +82,16 @@ def test_compare_times_every_pair_side_by_side(target, make_drafter):
 def test_a_pair_count_out_of_range_is_refused_before_anything_runs(target, make_drafter, pairs):
     with pytest.raises(ConfigError, match=rf"pairs must be a whole number from 1 to 9, got '{pairs}'"):
         compare(target, lambda: make_drafter("tiny-draft"), PROMPT, SETTINGS, pairs=pairs)
+
+
+def test_the_range_shown_holds_every_pair_rounded_outward(target, make_drafter):
+    from dataclasses import replace
+
+    from specviz.lab.measure import noise_warning, speedup_text
+
+    c = compare(target, lambda: make_drafter("tiny-draft"), PROMPT, SETTINGS, pairs=3, warm=False)
+    c = replace(c, baseline_times=[1.1561, 1.1655, 1.1788], spec_times=[1.0, 1.0, 1.0])
+    assert speedup_text(c) == "1.17× (1.15–1.18 over 3 pairs)"  # to the nearest: 1.16–1.18, without the lowest pair
+    c = replace(c, baseline_times=[1.15, 1.4, 1.2], spec_times=[1.0, 1.0, 1.0])  # exact ends stay as they are
+    assert speedup_text(c) == "1.20× (1.15–1.40 over 3 pairs)"
+    assert "from 1.15× to 1.40×" in noise_warning(c)

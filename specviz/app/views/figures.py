@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 
 from ...comparison import Comparison
-from ...lab.measure import BUSY_PAIRS, NOTICEABLE_SHARE, noise_warning, speedup_text
+from ...lab.measure import BUSY_PAIRS, NOTICEABLE_SHARE, noise_warning, speedup_text, spread_text
 
 
 def headline(c: Comparison) -> list[tuple[str, str, str]]:
@@ -43,8 +43,8 @@ def headline(c: Comparison) -> list[tuple[str, str, str]]:
 def speedup_value(c: Comparison) -> str:
     """The measured speedup as a card shows it: the median of the pairs, or their range when they disagree too much."""
     if noise_warning(c):
-        low, high = c.speedup_range
-        return f"{low:.2f}–{high:.2f}×"
+        low, high = spread_text(c)
+        return f"{low}–{high}×"
     return f"{c.speedup:.2f}×"
 
 
