@@ -263,7 +263,7 @@ def main() -> None:
     args = ap.parse_args()
     store = Path(tempfile.mkdtemp(prefix="specviz-class-load-")) / "class.sqlite3"
     env = {"SPECVIZ_ROOM": "1", "SPECVIZ_PRESENTER_KEY": KEY, "SPECVIZ_CLASS_STORE": str(store),
-           "SPECVIZ_SERVER_NICE": "10"}  # as a real server (the browser tests' servers keep their priority)
+           "SPECVIZ_SERVER_NICE": "10", "SPECVIZ_BUSY_PAIRS": "2"}  # as a real server
     global TRAIL
     with serve(env, "streamlit-class-load.log") as (url, server):
         TRAIL = CpuTrail(psutil.Process(server.pid)).start()

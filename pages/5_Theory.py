@@ -81,7 +81,10 @@ st.write(
     "spell then slows both runs of a pair alike, and the pair's ratio still holds. The speedup shown is the "
     "**median** of the pairs' ratios, with their "
     "**range** as its spread, e.g. *1.17× (1.12–1.21 over 3 pairs)*. When the range is wider than 15% of the median "
-    "the page says so, and shows the range instead of one confident figure."
+    "the page says so, and shows the range instead of one confident figure. When other programs take more than 3% "
+    "of the machine while the pairs run, two more pairs are timed: three pairs' range holds the middle of their "
+    "ratios three times in four, five pairs' fifteen times in sixteen. One run's range is still only that run's: "
+    "the same command a few minutes later may land a few percent away, as the machine's own speed drifts."
 )
 if (pairs_chart := theory_charts.pairs_figure(st.session_state)) is not None:
     st.plotly_chart(pairs_chart, key="theory-pairs")

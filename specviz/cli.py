@@ -19,7 +19,7 @@ from .config import TreeShape
 from .drafters import DRAFTERS, build_drafter, kind_of
 from .errors import OUT_OF_MEMORY, ConfigError, SpecVizError
 from .lab.bench import bench_rows, warm_up_bench
-from .lab.measure import busy_warning, compare, noise_warning, timed
+from .lab.measure import BUSY_PAIRS, busy_warning, compare, noise_warning, timed
 from .models import available_models, load_model
 from .prompts import check_prompt, first_per_category, load_prompt_set, read_jsonl
 
@@ -80,7 +80,7 @@ def cmd_run(args) -> int:
     if args.no_baseline:
         run, comparison = timed(target, make, args.prompt, settings, args.pairs)[0], None
     else:
-        comparison = compare(target, make, args.prompt, settings, pairs=args.pairs, more_if_busy=True)
+        comparison = compare(target, make, args.prompt, settings, pairs=args.pairs, busy_pairs=BUSY_PAIRS)
         run = comparison.spec
     if args.json:
         record = comparison.to_dict() if comparison else run.to_dict()

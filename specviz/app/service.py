@@ -22,9 +22,9 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from ..comparison import Comparison
-from ..config import Decoding
+from ..config import ConfigError, Decoding
 from ..drafters import learns_across_runs
-from ..lab.measure import PAIRS, check_pairs
+from ..lab.measure import BUSY_PAIRS, MAX_PAIRS, PAIRS, check_pairs
 from ..models import DEFAULT_TARGET
 from ..prompts import check_prompt
 from ..worker.process import Cancelled, Worker
@@ -62,6 +62,21 @@ def app_pairs() -> int:
     use 1 where the pairing itself is not under test. A value out of range is refused with a clear message."""
     raw = os.environ.get(PAIRS_ENV, "").strip()
     return check_pairs(raw, PAIRS_ENV) if raw else PAIRS
+
+
+BUSY_PAIRS_ENV = "SPECVIZ_BUSY_PAIRS"
+
+
+def app_busy_pairs() -> int:
+    """How many more pairs a measured run times when other programs took a noticeable share of the machine while
+    its pairs ran: SPECVIZ_BUSY_PAIRS (0 to MAX_PAIRS - 1; 0 turns it off), else BUSY_PAIRS. A value out of range
+    is refused with a clear message."""
+    raw = os.environ.get(BUSY_PAIRS_ENV, "").strip()
+    if not raw:
+        return BUSY_PAIRS
+    if not raw.isdigit() or int(raw) >= MAX_PAIRS:
+        raise ConfigError(f"{BUSY_PAIRS_ENV} must be a whole number from 0 to {MAX_PAIRS - 1}, got {raw!r}")
+    return int(raw)
 
 
 def new_service() -> RunService:
@@ -174,7 +189,7 @@ def measured_run(
     on this server before is served from that measurement; one being measured is joined. `fresh` measures it again.
     """
     check_prompt(prompt)  # before waiting in line for nothing
-    pairs = pairs or app_pairs()
+    pairs, busy_pairs = pairs or app_pairs(), app_busy_pairs()
     svc = service()
     key = run_key(target, draft, prompt, settings, pairs, drafter_state=svc.learned(draft, prompt, settings.chat))
     note = _Notes()  # drawn once: thirty joined sessions redrawing it every second kept a class's worker waiting
@@ -188,7 +203,8 @@ def measured_run(
 
     def measure() -> Comparison:
         with st.spinner(f"Timing {draft} (γ={settings.gamma}) and the target alone side by side, {pairs} pairs…"):
-            return run_job("compare", target=target, draft=draft, prompt=prompt, settings=settings, pairs=pairs)
+            return run_job("compare", target=target, draft=draft, prompt=prompt, settings=settings, pairs=pairs,
+                           busy_pairs=busy_pairs)
 
     try:
         measured = svc.shared.serve(key, _session(), measure, fresh=fresh, on_join=on_join)

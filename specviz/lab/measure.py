@@ -35,7 +35,7 @@ from . import busy
 WARMUP_TOKENS = 4
 PAIRS = 3  # timed pairs of a comparison in the app and `run`: a median and a spread (bench times 1 per prompt)
 MAX_PAIRS = 9  # more pairs only make a learner wait
-BUSY_PAIRS = 2  # pairs added to a spread (2+ pairs) when other programs took a noticeable share while it was timed
+BUSY_PAIRS = 2  # pairs the app and `run` add to a spread (2+ pairs) when other programs took a noticeable share
 NOTICEABLE_SHARE = 0.03  # that share: a quiet machine gives 0.1-0.3%, a server with busy visitors 3-9% (Xeon)
 
 
@@ -77,14 +77,14 @@ def compare(
     pairs: int = 1,
     warm: bool = True,
     should_stop: Callable[[], bool] | None = None,
-    more_if_busy: bool = False,
+    busy_pairs: int = 0,
 ) -> Comparison:
     """The speculative run and the target alone timed side by side in `pairs` pairs, alternating which goes first.
 
-    more_if_busy: when other programs took more than NOTICEABLE_SHARE of the machine while the pairs ran (the
-    median pair's share), BUSY_PAIRS more are timed. Three pairs' range covers the median of their ratios only 3
-    times in 4, and a busy machine moves each pair more; five cover it 15 times in 16. A quiet machine keeps the
-    shorter wait. Only for a spread (2 or more pairs): one pair stays one.
+    busy_pairs: how many more pairs to time when other programs took more than NOTICEABLE_SHARE of the machine
+    while the pairs ran (the median pair's share); the app and `run` ask for BUSY_PAIRS. Three pairs' range covers
+    the median of their ratios only 3 times in 4, and a busy machine moves each pair more; five cover it 15 times
+    in 16. A quiet machine keeps the shorter wait. Only for a spread (2 or more pairs): one pair stays one.
     should_stop() is asked between pairs: a comparison stopped early keeps the pairs it timed (at least one).
     """
     check_pairs(pairs)
@@ -101,8 +101,8 @@ def compare(
         runs.append(side_by_side(target, make_drafter, prompt, settings, spec_first=len(runs) % 2 == 1))
         if (work := busy.between(before, busy.read())) is not None:
             others.append(work.share)
-        if more_if_busy and len(runs) == pairs >= 2 and _noticeable(others):
-            planned = min(MAX_PAIRS, pairs + BUSY_PAIRS)
+        if busy_pairs and len(runs) == pairs >= 2 and _noticeable(others):
+            planned = min(MAX_PAIRS, pairs + busy_pairs)
     ratios = [b.seconds / s.seconds if s.seconds > 0 else 0.0 for b, s in runs]
     middle = sorted(range(len(runs)), key=ratios.__getitem__)[(len(runs) - 1) // 2]  # the (lower) median pair
     base, spec = runs[middle]

@@ -60,14 +60,15 @@ def load(ctx: Context, name: str) -> str:
     return f"{model.device} {str(model.dtype).replace('torch.', '')}"
 
 
-def compare(ctx: Context, target: str, draft: str, prompt: str, settings: Decoding, pairs: int) -> Comparison:
+def compare(ctx: Context, target: str, draft: str, prompt: str, settings: Decoding, pairs: int,
+            busy_pairs: int = 0) -> Comparison:
     """One measured run: the drafter and the target alone, timed in pairs, more when the machine is busy
     (`measure.compare`)."""
     model = ctx.load(target)
     make = lambda: build_drafter(draft, model, ctx.load)  # noqa: E731 — a fresh drafter per run
     make()  # an unknown or incompatible draft is refused before anything is timed
     comparison = measure.compare(model, make, prompt, settings, pairs=pairs, should_stop=ctx.should_stop,
-                                 more_if_busy=True)
+                                 busy_pairs=busy_pairs)
     ctx.ran(draft, prompt=(prompt, settings.chat))
     return comparison
 

@@ -63,3 +63,20 @@ def test_a_server_times_runs_in_the_pairs_it_was_told(monkeypatch, value, pairs)
 
     monkeypatch.setenv(service.PAIRS_ENV, value)
     assert service.app_pairs() == pairs
+
+
+@pytest.mark.parametrize(("value", "extra"), [("", 2), ("0", 0), (" 4 ", 4), ("8", 8)])
+def test_a_server_adds_the_busy_pairs_it_was_told(monkeypatch, value, extra):
+    from specviz.app import service
+
+    monkeypatch.setenv(service.BUSY_PAIRS_ENV, value)
+    assert service.app_busy_pairs() == extra
+
+
+@pytest.mark.parametrize("value", ["9", "two", "-1"])
+def test_a_server_told_a_bad_number_of_busy_pairs_says_so(monkeypatch, value):
+    from specviz.app import service
+
+    monkeypatch.setenv(service.BUSY_PAIRS_ENV, value)
+    with pytest.raises(SpecVizError, match="SPECVIZ_BUSY_PAIRS must be a whole number from 0 to 8"):
+        service.app_busy_pairs()

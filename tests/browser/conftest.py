@@ -87,7 +87,11 @@ def serve(env: dict | None = None, log_name: str = "streamlit.log", pairs: int |
     The server keeps its priority (SPECVIZ_SERVER_NICE=0 unless the environment sets it): a real server yields to its
     measurement worker, and here it would also yield to the other pytest worker's tests, which share its session's
     scheduling group (in the first suite run after the worker lowered every thread of its server, a learner's page
-    stayed 30 s behind its presenter's). The lowering itself is tested in tests/app/test_worker.py."""
+    stayed 30 s behind its presenter's). The lowering itself is tested in tests/app/test_worker.py.
+
+    Nor does it add pairs on a busy machine (SPECVIZ_BUSY_PAIRS=0 unless the environment sets it): beside the other
+    pytest worker every run would count as busy and take longer, and the pages' tests count the pairs they show.
+    The added pairs are tested in tests/core/test_busy.py and tests/app/test_page_rounds.py."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -115,6 +119,7 @@ def serve(env: dict | None = None, log_name: str = "streamlit.log", pairs: int |
         stdout=log,
         stderr=subprocess.STDOUT,
         env={**os.environ, "PYTHONUNBUFFERED": "1", "SPECVIZ_SERVER_NICE": os.environ.get("SPECVIZ_SERVER_NICE", "0"),
+             "SPECVIZ_BUSY_PAIRS": os.environ.get("SPECVIZ_BUSY_PAIRS", "0"),
              **({"SPECVIZ_PAIRS": str(pairs)} if pairs else {}), **(env or {})},
     )
     url = f"http://127.0.0.1:{port}"

@@ -79,7 +79,7 @@ def test_a_busy_machine_gets_two_more_pairs_and_a_quiet_one_keeps_the_shorter_wa
     _machine_where_others_take(monkeypatch, share)
     settings = Decoding(gamma=2, max_new_tokens=4)
     make = lambda: build_drafter("tiny-padded", target, load=load)  # noqa: E731
-    c = compare(target, make, "a b c", settings, pairs=pairs, warm=False, more_if_busy=True)
+    c = compare(target, make, "a b c", settings, pairs=pairs, warm=False, busy_pairs=2)
     assert c.pairs == timed == len(c.other_work)  # 3 → 5 when busy; one pair stays one; never past MAX_PAIRS (9)
     assert compare(target, make, "a b c", settings, pairs=pairs, warm=False).pairs == pairs  # only when asked
 
@@ -89,7 +89,7 @@ def test_the_caption_says_why_a_busy_run_has_more_pairs(target, load, monkeypatc
 
     _machine_where_others_take(monkeypatch, 0.08)
     c = compare(target, lambda: build_drafter("tiny-padded", target, load=load), "a b c", Decoding(gamma=2,
-                max_new_tokens=4), pairs=3, warm=False, more_if_busy=True)
+                max_new_tokens=4), pairs=3, warm=False, busy_pairs=2)
     caption = spread_caption(c)
     assert "over 5 pairs" in caption and "8%" in caption and "2 more pairs are timed" in caption
     c.other_work = [0.001] * 5
