@@ -36,11 +36,10 @@ from pathlib import Path
 from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "browser"), str(ROOT / "benchmarks")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "browser")]
 
 import psutil  # noqa: E402
-from app_vs_cli import background_chromium  # noqa: E402
-from conftest import serve  # noqa: E402
+from conftest import CHROMIUM, serve  # noqa: E402
 from playwright.sync_api import expect, sync_playwright  # noqa: E402
 
 from specviz.classroom.challenge import Choice  # noqa: E402
@@ -248,11 +247,10 @@ def challenge_case(browser, url: str, n: int, store: Path) -> dict:
 
 
 def _both_cases(pw, url: str, n: int, store: Path) -> dict:
-    browser = pw.chromium.launch(executable_path=background_chromium(), args=ARGS)
+    browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
     try:
         return {"answers": answers_case(browser, url, n, store), "challenge": challenge_case(browser, url, n, store),
-                "browsers": "SCHED_IDLE, each browser's session at autogroup niceness 19 (as if on the learners' own "
-                            "machines)"}
+                "browsers": "SCHED_IDLE (as if on the learners' own machines)"}
     finally:
         browser.close()
 
@@ -263,16 +261,17 @@ def main() -> None:
     args = ap.parse_args()
     store = Path(tempfile.mkdtemp(prefix="specviz-class-load-")) / "class.sqlite3"
     env = {"SPECVIZ_ROOM": "1", "SPECVIZ_PRESENTER_KEY": KEY, "SPECVIZ_CLASS_STORE": str(store),
-           "SPECVIZ_SERVER_NICE": "10", "SPECVIZ_BUSY_PAIRS": "2"}  # as a real server
+           "SPECVIZ_SERVER_NICE": "10", "SPECVIZ_BUSY_PAIRS": os.environ.get("SPECVIZ_BUSY_PAIRS", "2")}
     global TRAIL
     with serve(env, "streamlit-class-load.log") as (url, server):
         TRAIL = CpuTrail(psutil.Process(server.pid)).start()
         # From here on this process and what it starts (Playwright, the browsers) run in Linux's idle scheduling
         # class: in a class the learners' browsers run on their own laptops, not on the server's two cores. The
-        # server and its worker, started above, keep their priority. The idle class orders threads within one
-        # scheduling group only, and each browser gets a session (an autogroup) of its own: that group is set to
-        # niceness 19 as well (`app_vs_cli.background_chromium`), or the kernel weighs each browser as the server's
-        # equal.
+        # server and its worker, started above, keep their priority. But the idle class orders threads within one
+        # scheduling group only, and each browser gets a session (an autogroup) of its own, so the kernel weighs
+        # each browser as the server's equal (docs/performance.md). Setting those groups to niceness 19 as well
+        # (`app_vs_cli.background_chromium`) starved the learners' pages instead: with nothing else running, a learner's
+        # "Run my entry" could not be clicked within 30 s while the worker timed the first runs. Not solved here.
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
         with sync_playwright() as pw:
             figures = _both_cases(pw, url, args.sessions, store)
