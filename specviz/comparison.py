@@ -32,6 +32,7 @@ class Comparison:
     baseline_times: list[float] = field(default_factory=list)
     paired: bool = False  # spec_times[i] and baseline_times[i] were timed back to back (pair i)
     other_work: list[float] = field(default_factory=list)  # share of the machine's CPU other programs took, per pair
+    busy_pairs: int = 0  # of the pairs, those added because other programs took a noticeable share (measure.compare)
 
     @property
     def spec_seconds(self) -> float:
@@ -117,6 +118,7 @@ class Comparison:
             "speedup_low": self.speedup_range[0],
             "speedup_high": self.speedup_range[1],
             "pairs": self.pairs,
+            "busy_pairs": self.busy_pairs,
             "other_work": max(self.other_work) if self.other_work else None,
             "identical": self.identical,
             "agreement": self.agreement,
@@ -134,6 +136,7 @@ class Comparison:
             "baseline_times": self.baseline_times,
             "paired": self.paired,
             "other_work": self.other_work,
+            "busy_pairs": self.busy_pairs,
         }
 
     @classmethod
@@ -150,6 +153,7 @@ class Comparison:
             list(data.get("baseline_times", [])),
             bool(data.get("paired", False)),
             [float(x) for x in data.get("other_work", [])],
+            int(data.get("busy_pairs", 0)),
         )
 
 

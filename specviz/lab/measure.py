@@ -82,7 +82,8 @@ def compare(
     """The speculative run and the target alone timed side by side in `pairs` pairs, alternating which goes first.
 
     busy_pairs: how many more pairs to time when other programs took more than NOTICEABLE_SHARE of the machine
-    while the pairs ran (the median pair's share); the app and `run` ask for BUSY_PAIRS. Three pairs' range covers
+    while the pairs ran (the median of the pairs' shares); the app and `run` ask for BUSY_PAIRS, and the comparison
+    records how many were added. Three pairs' range covers
     the median of their ratios only 3 times in 4, and a busy machine moves each pair more; five cover it 15 times
     in 16. A quiet machine keeps the shorter wait. Only for a spread (2 or more pairs): one pair stays one.
     should_stop() is asked between pairs: a comparison stopped early keeps the pairs it timed (at least one).
@@ -113,11 +114,12 @@ def compare(
         baseline_times=[b.seconds for b, _ in runs],
         paired=True,
         other_work=others,
+        busy_pairs=max(0, len(runs) - pairs),
     )
 
 
 def _noticeable(others: list[float]) -> bool:
-    """Whether other programs took a noticeable share of the machine in the median pair so far."""
+    """Whether the median of the shares of the machine other programs took, over the pairs so far, is noticeable."""
     return bool(others) and statistics.median(others) > NOTICEABLE_SHARE
 
 

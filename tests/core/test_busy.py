@@ -84,13 +84,16 @@ def test_a_busy_machine_gets_two_more_pairs_and_a_quiet_one_keeps_the_shorter_wa
     assert compare(target, make, "a b c", settings, pairs=pairs, warm=False).pairs == pairs  # only when asked
 
 
-def test_the_caption_says_why_a_busy_run_has_more_pairs(target, load, monkeypatch):
+def test_the_caption_says_why_a_busy_run_has_more_pairs_and_exports_keep_it(target, load, monkeypatch):
     from specviz.app.views.figures import spread_caption
 
+    make = lambda: build_drafter("tiny-padded", target, load=load)  # noqa: E731
+    settings = Decoding(gamma=2, max_new_tokens=4)
     _machine_where_others_take(monkeypatch, 0.08)
-    c = compare(target, lambda: build_drafter("tiny-padded", target, load=load), "a b c", Decoding(gamma=2,
-                max_new_tokens=4), pairs=3, warm=False, busy_pairs=2)
+    c = compare(target, make, "a b c", settings, pairs=3, warm=False, busy_pairs=2)
     caption = spread_caption(c)
-    assert "over 5 pairs" in caption and "8%" in caption and "2 more pairs are timed" in caption
-    c.other_work = [0.001] * 5
-    assert "more pairs" not in spread_caption(c)
+    assert c.busy_pairs == 2 and "over 5 pairs" in caption and "8%" in caption and "2 more pairs were timed" in caption
+    back = loads(dumps(c))
+    assert back.busy_pairs == 2 and back.summary()["busy_pairs"] == 2 and spread_caption(back) == caption
+    quiet = compare(target, make, "a b c", settings, pairs=3, warm=False, busy_pairs=0)  # a server that adds none
+    assert quiet.busy_pairs == 0 and "more pairs" not in spread_caption(quiet)
