@@ -36,7 +36,7 @@ def worker():
 
 def test_a_worker_slow_to_start_says_so_then_returns_a_paired_comparison(worker):
     waited: list[float] = []
-    comparison = worker.run("compare", COMPARE, on_wait=waited.append)
+    comparison = worker.run("compare", {**COMPARE, "busy_pairs": 2}, on_wait=waited.append)  # as the app asks
     assert waited and waited[-1] > 1.0, "the page heard that the worker was still starting"
     assert worker.ready and worker.machine
     # 3 pairs, 5 where other programs (the suite's other worker) took a noticeable share while the first 3 ran
