@@ -6,8 +6,9 @@ round of one run, then a round of the other, each on its own clock (paused while
 behind in its answer going next, so that both spread over the same stretch of the machine's time. A busy
 spell of the machine (another program, a page drawn for another visitor) then slows both runs of a pair
 alike, where two runs timed one after the other would each meet a different moment. The speedup is the
-median of the pairs' ratios and their range is its spread (`comparison.Comparison`). A baseline timed
-earlier is never reused: every comparison pairs its own.
+median of the pairs' ratios and their range is its spread; a 95% interval from the pairs (Student's t) says
+how far another run of the same settings may land (`comparison.Comparison`). A baseline timed earlier is never
+reused: every comparison pairs its own.
 """
 
 from __future__ import annotations
@@ -153,18 +154,31 @@ def side_by_side(target: LoadedModel, make_drafter: Callable[[], Drafter], promp
 NOISY_SPREAD = 0.15  # pairs whose ratios range over more than 15% of their median cannot pin the speedup down
 
 
-def spread_text(c: Comparison) -> tuple[str, str]:
-    """The pairs' lowest and highest ratio at two decimals, rounded outward: the range shown holds every pair
-    (rounded to the nearest, 1.1561–1.1788 would read 1.16–1.18, a range that leaves its lowest pair out)."""
-    low, high = c.speedup_range
+def outward(low: float, high: float) -> tuple[str, str]:
+    """A range at two decimals, rounded outward, so that what is shown holds it whole (rounded to the nearest,
+    1.1561–1.1788 would read 1.16–1.18, a range that leaves its lowest end out)."""
     return f"{math.floor(low * 100 + 1e-9) / 100:.2f}", f"{math.ceil(high * 100 - 1e-9) / 100:.2f}"
 
 
+def spread_text(c: Comparison) -> tuple[str, str]:
+    """The pairs' lowest and highest ratio at two decimals, rounded outward: the range shown holds every pair."""
+    return outward(*c.speedup_range)
+
+
+def interval_text(c: Comparison) -> str | None:
+    """The speedup's 95% confidence interval, '95% interval 1.10–1.24' (rounded outward; None under 2 pairs)."""
+    interval = c.speedup_interval
+    return None if interval is None else "95% interval {}–{}".format(*outward(*interval))
+
+
 def speedup_text(c: Comparison) -> str:
-    """The measured speedup with its spread: '1.17× (1.12–1.21 over 3 pairs)'."""
+    """The measured speedup with its spread and its 95% interval: '1.17× (1.12–1.21 over 3 pairs; 95% interval
+    1.07–1.27)'. The range is what the pairs did; the interval, where the speedup of these settings lies (wider: a
+    run's pairs agree more closely than runs a minute apart, `Comparison.speedup_interval`)."""
     low, high = spread_text(c)
     if c.pairs >= 2:
-        return f"{c.speedup:.2f}× ({low}–{high} over {c.pairs} pairs)"
+        interval = interval_text(c)
+        return f"{c.speedup:.2f}× ({low}–{high} over {c.pairs} pairs" + (f"; {interval})" if interval else ")")
     return (
         f"{c.speedup:.2f}× (" + ("1 pair: no spread" if c.pairs == 1 else "timed once, not in pairs: no spread") + ")"
     )

@@ -36,8 +36,9 @@ def test_rounds_page_runs_and_replays(page, app_url):
     expect(page.get_by_text("Identical to the target alone")).to_be_visible(timeout=300_000)
     wait_idle(page)
     expect(page.get_by_text("Showing a run recorded by the project")).to_have_count(0)
-    # The speedup with its spread: the median of the 2 timed pairs and their range.
-    spread = page.get_by_text(re.compile(r"Measured speedup \d+\.\d\d× \(\d+\.\d\d–\d+\.\d\d over 2 pairs\)"))
+    # The speedup with its spread: the median of the 2 timed pairs, their range and the 95% interval.
+    spread = page.get_by_text(re.compile(
+        r"Measured speedup \d+\.\d\d× \(\d+\.\d\d–\d+\.\d\d over 2 pairs; 95% interval \d+\.\d\d–\d+\.\d\d\)"))
     expect(spread).to_be_visible()
     card = page.locator('[data-testid="stMetric"]').filter(has_text="speedup").first.inner_text()
     assert re.search(r"\d+\.\d\d(–\d+\.\d\d)?×", card), card

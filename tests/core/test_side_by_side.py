@@ -91,7 +91,37 @@ def test_the_range_shown_holds_every_pair_rounded_outward(target, make_drafter):
 
     c = compare(target, lambda: make_drafter("tiny-draft"), PROMPT, SETTINGS, pairs=3, warm=False)
     c = replace(c, baseline_times=[1.1561, 1.1655, 1.1788], spec_times=[1.0, 1.0, 1.0])
-    assert speedup_text(c) == "1.17× (1.15–1.18 over 3 pairs)"  # to the nearest: 1.16–1.18, without the lowest pair
+    # to the nearest: 1.16–1.18, without the lowest pair; the interval 1.1388–1.1954 reads 1.13–1.20
+    assert speedup_text(c) == "1.17× (1.15–1.18 over 3 pairs; 95% interval 1.13–1.20)"
     c = replace(c, baseline_times=[1.15, 1.4, 1.2], spec_times=[1.0, 1.0, 1.0])  # exact ends stay as they are
-    assert speedup_text(c) == "1.20× (1.15–1.40 over 3 pairs)"
+    assert speedup_text(c) == "1.20× (1.15–1.40 over 3 pairs; 95% interval 0.96–1.62)"
     assert "from 1.15× to 1.40×" in noise_warning(c)
+
+
+def test_the_interval_is_students_t_over_the_logs_of_the_pairs_ratios(target, make_drafter):
+    import math
+    import statistics
+    from dataclasses import replace
+
+    from scipy import stats
+
+    from specviz.comparison import t95
+    from specviz.lab.measure import speedup_text
+
+    for df in (1, 2, 4, 8, 10, 11, 15, 30, 31, 45, 100):  # the table, then the series
+        assert t95(df) == pytest.approx(stats.t.ppf(0.975, df), abs=0.0005)
+    c = compare(target, lambda: make_drafter("tiny-draft"), PROMPT, SETTINGS, pairs=3, warm=False)
+    for ratios in ([1.1561, 1.1655, 1.1788], [2.45, 2.61, 2.80, 2.52, 2.70], [0.9, 1.1]):
+        c = replace(c, baseline_times=ratios, spec_times=[1.0] * len(ratios))
+        logs = [math.log(r) for r in ratios]
+        half = stats.t.ppf(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+        low, high = c.speedup_interval
+        assert low == pytest.approx(math.exp(statistics.mean(logs) - half), rel=1e-3)
+        assert high == pytest.approx(math.exp(statistics.mean(logs) + half), rel=1e-3)
+        if len(ratios) <= 3:  # at 3 pairs or fewer, t is so large that the interval holds every pair
+            assert low <= min(ratios) and max(ratios) <= high
+        summary = c.summary()
+        assert (summary["speedup_interval_low"], summary["speedup_interval_high"]) == (low, high)
+    one = replace(c, baseline_times=[1.2], spec_times=[1.0])  # no interval from one pair, and none is shown
+    assert one.speedup_interval is None and one.summary()["speedup_interval_low"] is None
+    assert speedup_text(one) == "1.20× (1 pair: no spread)"

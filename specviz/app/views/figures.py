@@ -49,7 +49,8 @@ def speedup_value(c: Comparison) -> str:
 def speedup_help(c: Comparison) -> str:
     pairs = (
         f"The target alone and the speculative run were timed side by side, {c.pairs} pairs; the speedup "
-        "is the median of the pairs' ratios, the range their spread. "
+        "is the median of the pairs' ratios, the range their spread, and the 95% interval (Student's t over the "
+        "pairs) where the speedup of these settings lies: a run's pairs agree more closely than runs a minute apart. "
         if c.pairs
         else "Timed once each, not in pairs. "
     )
