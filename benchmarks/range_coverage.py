@@ -32,6 +32,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from app_vs_cli import cases  # noqa: E402
 
+from specviz.comparison import interval95  # noqa: E402
+
 OUT = ROOT / "artifacts" / "range_coverage.json"
 
 
@@ -54,17 +56,6 @@ def timed_runs(args: list[str], pairs: int, runs: int) -> list[dict]:
         print(f"  run {i + 1}: {s['speedup']:.3f}× ({s['speedup_low']:.3f}–{s['speedup_high']:.3f}, "
               f"{s['pairs']} pairs)", flush=True)
     return out
-
-
-T95 = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776, 6: 2.571, 7: 2.447, 8: 2.365, 9: 2.306}  # Student's t, two-sided
-
-
-def t_interval(ratios: list[float]) -> tuple[float, float]:
-    """A 95% interval for the speedup from one run's pairs: Student's t over the logs of the pairs' ratios."""
-    logs = [math.log(r) for r in ratios]
-    mean, sd = statistics.mean(logs), statistics.stdev(logs)
-    half = T95[len(logs)] * sd / math.sqrt(len(logs))
-    return math.exp(mean - half), math.exp(mean + half)
 
 
 def coverage(runs: list[dict], interval=None) -> tuple[int, list[float]]:
@@ -100,8 +91,8 @@ def main() -> None:
             print(f"{case}, {pairs} pairs a run, {opts.runs} runs:", flush=True)
             runs = timed_runs(all_args[case], pairs, opts.runs)
             covered, short = coverage(runs)
-            t_covered, _ = coverage(runs, t_interval)
-            widths = [(lambda lo, hi: (hi - lo) / r["speedup"])(*t_interval(r["ratios"])) for r in runs]
+            t_covered, _ = coverage(runs, interval95)
+            widths = [(lambda lo, hi: (hi - lo) / r["speedup"])(*interval95(r["ratios"])) for r in runs]
             speedups = [r["speedup"] for r in runs]
             results["cases"][f"{case}/{pairs}"] = {"runs": runs, "covered": covered, "t_covered": t_covered}
             print(f"  medians {min(speedups):.2f}–{max(speedups):.2f}× (median {statistics.median(speedups):.2f}×); "
