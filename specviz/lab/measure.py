@@ -7,8 +7,8 @@ behind in its answer going next, so that both spread over the same stretch of th
 spell of the machine (another program, a page drawn for another visitor) then slows both runs of a pair
 alike, where two runs timed one after the other would each meet a different moment. The speedup is the
 median of the pairs' ratios and their range is its spread; a 95% interval from the pairs (Student's t) says
-how far another run of the same settings may land (`comparison.Comparison`). A baseline timed earlier is never
-reused: every comparison pairs its own.
+where the speedup of these settings lies (`comparison.Comparison`). A baseline timed earlier is never reused:
+every comparison pairs its own.
 """
 
 from __future__ import annotations
