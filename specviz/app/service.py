@@ -22,7 +22,7 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from ..comparison import Comparison
-from ..config import ConfigError, Decoding
+from ..config import Decoding
 from ..drafters import learns_across_runs
 from ..lab.measure import BUSY_PAIRS, MAX_PAIRS, PAIRS, check_pairs
 from ..models import DEFAULT_TARGET
@@ -72,11 +72,7 @@ def app_busy_pairs() -> int:
     its pairs ran: SPECVIZ_BUSY_PAIRS (0 to MAX_PAIRS - 1; 0 turns it off), else BUSY_PAIRS. A value out of range
     is refused with a clear message."""
     raw = os.environ.get(BUSY_PAIRS_ENV, "").strip()
-    if not raw:
-        return BUSY_PAIRS
-    if not raw.isdigit() or int(raw) >= MAX_PAIRS:
-        raise ConfigError(f"{BUSY_PAIRS_ENV} must be a whole number from 0 to {MAX_PAIRS - 1}, got {raw!r}")
-    return int(raw)
+    return check_pairs(raw, BUSY_PAIRS_ENV, low=0, high=MAX_PAIRS - 1) if raw else BUSY_PAIRS
 
 
 def new_service() -> RunService:

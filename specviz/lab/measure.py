@@ -40,12 +40,13 @@ BUSY_PAIRS = 2  # pairs the app and `run` add to a spread (2+ pairs) when other 
 NOTICEABLE_SHARE = 0.03  # that share: a quiet machine gives 0.1-0.3%, a server with busy visitors 3-9% (Xeon)
 
 
-def check_pairs(value: int | str, name: str = "pairs") -> int:
-    """How many timed pairs, checked in one place for every way in (`compare`, `--pairs`, SPECVIZ_PAIRS): a whole
-    number from 1 to MAX_PAIRS, else a ConfigError that names `name`."""
+def check_pairs(value: int | str, name: str = "pairs", low: int = 1, high: int = MAX_PAIRS) -> int:
+    """How many timed pairs, checked in one place for every way in (`compare`, `--pairs`, SPECVIZ_PAIRS, and with
+    low=0 the added pairs of SPECVIZ_BUSY_PAIRS): a whole number from `low` to `high`, else a ConfigError that names
+    `name`."""
     text = str(value).strip()
-    if not text.isdigit() or not 1 <= int(text) <= MAX_PAIRS:
-        raise ConfigError(f"{name} must be a whole number from 1 to {MAX_PAIRS}, got {text!r}")
+    if not text.isdigit() or not low <= int(text) <= high:
+        raise ConfigError(f"{name} must be a whole number from {low} to {high}, got {text!r}")
     return int(text)
 
 
