@@ -152,6 +152,7 @@ class Comparison:
                                    verify_steps)
 
     def summary(self) -> dict:
+        interval = self.speedup_interval or (None, None)
         return {
             **self.spec.summary(),
             "spec_seconds": self.spec_seconds,
@@ -159,8 +160,8 @@ class Comparison:
             "speedup": self.speedup,
             "speedup_low": self.speedup_range[0],
             "speedup_high": self.speedup_range[1],
-            "speedup_interval_low": self.speedup_interval[0] if self.speedup_interval else None,
-            "speedup_interval_high": self.speedup_interval[1] if self.speedup_interval else None,
+            "speedup_interval_low": interval[0],
+            "speedup_interval_high": interval[1],
             "pairs": self.pairs,
             "busy_pairs": self.busy_pairs,
             "other_work": max(self.other_work) if self.other_work else None,
