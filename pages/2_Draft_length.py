@@ -5,7 +5,7 @@ import streamlit as st
 from specviz import theory
 from specviz.app import controls, links, room, sweep_controls
 from specviz.app.views import sweep_charts
-from specviz.lab import sweeps
+from specviz.lab import measure, sweeps
 
 st.set_page_config(page_title="Draft length · SpecViz", page_icon="🔎", layout="wide")
 controls.page_intro(
@@ -71,8 +71,8 @@ m1.metric("best γ (measured)", best, help="the γ with the highest measured spe
 m2.metric(
     "speedup at best γ",
     f"{best_row['speedup']:.2f}×",
-    help=f"the median of its timed pairs ({best_row['speedup_low']:.2f}–{best_row['speedup_high']:.2f}), each pair "
-    "the target alone's seconds ÷ the drafter's, summed over the prompts",
+    help=f"the median of its timed pairs ({measure.row_spread_text(best_row)}), each pair the target alone's "
+    "seconds ÷ the drafter's, summed over the prompts",
 )
 m3.metric(
     "α per tested token",

@@ -11,8 +11,13 @@ bash scripts/install.sh dev
 # modules running at once, a token-tree test's Run never started within 240 s.)
 # The groups go out longest first, as tests/conftest.py orders them (--no-loadscope-reorder keeps that order).
 # Threads with no work sleep rather than spin (OMP_WAIT_POLICY): two workers' torch threads share the cores.
-# `-n 0` runs everything in this one process instead.
+# Each worker, and every server and measurement worker it starts, gets half the cores for torch's threads
+# (OMP_NUM_THREADS, one each on 2 cores): with two threads each, the two workers' models fought over both cores, and
+# the suite took 14 min 52 s on a fresh clone on a 2-core Xeon; with one each, 12 min 2 s. Set OMP_NUM_THREADS to
+# override. `-n 0` runs everything in this one process instead.
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
+cores="$(nproc 2>/dev/null || echo 2)"
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(( cores > 3 ? cores / 2 : 1 ))}"
 # A failing browser test's page is kept as a picture (artifacts/test-results); passing tests take pictures only when
 # asked (SPECVIZ_SCREENSHOTS=1, as scripts/readme_screenshots.sh does).
 exec "${PYTHON:-python3}" -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder --screenshot only-on-failure --output artifacts/test-results "$@"

@@ -49,6 +49,12 @@ SWEEP_COLUMNS = {
         "lowest pair", format="%.2f×", help="the spread: the lowest pair's ratio"
     ),
     "speedup_high": st.column_config.NumberColumn("highest pair", format="%.2f×", help="the highest pair's ratio"),
+    "speedup_interval_low": st.column_config.NumberColumn(
+        "95% interval from", format="%.2f×",
+        help="where the typical speedup lies, 95 times in 100, from how far the pairs scatter (Student's t over the "
+        "logs of their ratios; Theory page); blank with one pair",
+    ),
+    "speedup_interval_high": st.column_config.NumberColumn("95% interval to", format="%.2f×"),
     "theoretical_speedup": st.column_config.NumberColumn("theory", format="%.2f×"),
     "c": st.column_config.NumberColumn("c", format="%.3f"),
     "draft_ms_per_token": st.column_config.NumberColumn("draft ms / token", format="%.2f"),

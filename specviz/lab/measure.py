@@ -172,6 +172,16 @@ def interval_text(c: Comparison) -> str | None:
     return None if interval is None else "95% interval {}–{}".format(*outward(*interval))
 
 
+def row_spread_text(row) -> str:
+    """A sweep table row's spread: '1.12–1.21; 95% interval 1.07–1.27' (the range alone when the row has no
+    interval, one pair)."""
+    text = "–".join(outward(row["speedup_low"], row["speedup_high"]))
+    low, high = row.get("speedup_interval_low"), row.get("speedup_interval_high")
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
+        return text
+    return f"{text}; 95% interval " + "–".join(outward(low, high))
+
+
 def speedup_text(c: Comparison) -> str:
     """The measured speedup with its spread and its 95% interval: '1.17× (1.12–1.21 over 3 pairs; 95% interval
     1.07–1.27)'. The range is what the pairs did; the interval, where the speedup of these settings lies (wider: a

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 import pandas as pd
 
 from .. import theory
-from ..comparison import Comparison, pooled_pair_ratios
+from ..comparison import Comparison, interval95, pooled_pair_ratios
 from ..config import MAX_GAMMA, Decoding, TreeShape
 from ..drafters import Loader, build_drafter
 from ..errors import ConfigError
@@ -242,6 +242,8 @@ GAMMA_COLUMNS = [
     "speedup",
     "speedup_low",
     "speedup_high",
+    "speedup_interval_low",
+    "speedup_interval_high",
     "theoretical_speedup",
     "c",
     "verify_cost",
@@ -262,6 +264,8 @@ DRAFT_COLUMNS = [
     "speedup",
     "speedup_low",
     "speedup_high",
+    "speedup_interval_low",
+    "speedup_interval_high",
     "theoretical_speedup",
     "tokens_per_s",
     "identical",
@@ -278,6 +282,7 @@ def _pooled(points: list[Point]) -> dict:
     base_s = sum(p.comparison.baseline_seconds for p in points)
     base_tokens = sum(p.comparison.baseline.new_tokens for p in points)
     ratios = pooled_pair_ratios([p.comparison for p in points]) or [0.0]
+    interval = interval95(ratios) or (None, None)  # none for one pair
     return {
         "alpha": accepted / drafted if drafted else 0.0,
         # the theory's per-token α, and γ as drafted (see Run.implied_alpha)
@@ -287,6 +292,8 @@ def _pooled(points: list[Point]) -> dict:
         "speedup": statistics.median(ratios),  # the pairs' median, each pair pooled over the prompts
         "speedup_low": min(ratios),
         "speedup_high": max(ratios),
+        "speedup_interval_low": interval[0],
+        "speedup_interval_high": interval[1],
         "c": statistics.fmean(p.comparison.cost_ratio for p in points),
         "verify_cost": statistics.fmean(p.comparison.verify_cost for p in points),
         "draft_ms_per_token": 1000 * sum(r.draft_seconds for r in runs) / drafted if drafted else 0.0,

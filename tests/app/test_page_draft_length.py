@@ -151,6 +151,28 @@ def test_gamma_table_pools_prompts_and_flags_the_best_gamma(target, load):
     assert table.loc[table["best"], "gamma"].tolist() == [best]
 
 
+def test_the_tables_show_the_pairs_range_and_their_95_percent_interval(target, load):
+    """Each row's spread: the lowest and highest pooled pair, and Student's t interval over them (none for 1 pair)."""
+    from specviz.comparison import interval95, pooled_pair_ratios
+    from specviz.lab.measure import row_spread_text
+
+    points = sweeps.gamma_sweep(target, "tiny-draft", list(PROMPTS[:2]), [2], Decoding(max_new_tokens=10), load=load,
+                                pairs=3)
+    row = sweeps.gamma_table(points).iloc[0]
+    ratios = pooled_pair_ratios([p.comparison for p in points])
+    assert len(ratios) == 3 and (row["speedup_low"], row["speedup_high"]) == (min(ratios), max(ratios))
+    low, high = interval95(ratios)
+    assert (row["speedup_interval_low"], row["speedup_interval_high"]) == pytest.approx((low, high))
+    assert low <= min(ratios) and max(ratios) <= high  # 3 pairs: t = 4.30 holds them all
+    assert "; 95% interval " in row_spread_text(row)
+    drafts = sweeps.draft_table(points).iloc[0]
+    assert drafts["speedup_interval_low"] == pytest.approx(low)
+    one = sweeps.gamma_table(sweeps.gamma_sweep(target, "tiny-draft", [PROMPTS[0]], [2], Decoding(max_new_tokens=10),
+                                                load=load)).iloc[0]
+    assert one[["speedup_interval_low", "speedup_interval_high"]].isna().all()
+    assert "interval" not in row_spread_text(one)
+
+
 @pytest.mark.parametrize(
     "draft, prompts, gammas",
     [
