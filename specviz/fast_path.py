@@ -4,9 +4,11 @@ Speculative decoding pays only when one forward over γ+1 tokens costs about one
 On a CPU the model is memory-bound (every forward streams all its weights), so that should hold, but
 the stock path breaks it three ways (measured in benchmarks/profile_verify.py):
 
-- matrix products: the BLAS that torch's CPU build calls for `linear` reads the weights about half
-  as fast as oneDNN does, and slower still for 2–8 rows than for one; `PackedLinear` hands every
-  product to oneDNN with the weight packed once, so 1–8 rows cost about the same;
+- matrix products: on this project's AMD EPYC, the BLAS that torch's CPU build calls for `linear` reads
+  the weights about half as fast as oneDNN does, and slower still for 2–8 rows than for one;
+  `PackedLinear` hands every product of several rows to oneDNN with the weight packed once, so 1–8 rows
+  cost about the same. A one-row product (a plain step) takes whichever of the two is faster on the
+  machine, measured at load (`choose_one_row_product`): on an Intel Xeon the BLAS is;
 - attention: for more than one query the stock function copies the keys and values of the whole
   context to give each query head its own (`repeat_kv`); `grouped_sdpa` instead lets each key/value
   head serve its group of query heads as extra query rows, which is the same arithmetic;
@@ -57,10 +59,70 @@ def prepare(model: nn.Module, device: torch.device) -> nn.Module:
     if getattr(getattr(model, "config", None), "_attn_implementation", None) == "sdpa":
         model.set_attn_implementation(GROUPED_SDPA)
     if onednn_available():
+        packed = []
         for name, module in list(model.named_modules()):
             if type(module) is nn.Linear:
-                model.set_submodule(name, PackedLinear(module))
+                packed.append(PackedLinear(module))
+                model.set_submodule(name, packed[-1])
+        model.specviz_one_row = choose_one_row_product(packed)
     return model
+
+
+def one_row_product(model) -> str | None:
+    """The product a prepared model's one-row forwards take ("blas" or "onednn"); None off the fast path."""
+    return getattr(model, "specviz_one_row", None)
+
+
+def choose_one_row_product(linears: list[PackedLinear]) -> str:
+    """Which product a one-row forward (a plain step) takes, for all of a model's `linears`: "onednn" (the packed
+    weight) or "blas" (torch's `F.linear`), the faster here, measured at load (`_blas_faster_for_one_row`); forwards
+    of several rows always take oneDNN. SPECVIZ_ONE_ROW=blas or onednn picks instead of measuring.
+
+    Which is faster depends on the CPU's BLAS: on this project's AMD EPYC, the BLAS read the weights about half as fast
+    as oneDNN; on an Intel Xeon (2 cores, KVM), a one-row step took 38-46 ms with the BLAS against 48-69 ms with oneDNN,
+    which pays a fixed cost on each of a step's 211 small products (benchmarks/one_row_product.py). A slower target
+    alone would flatter every measured speedup, so the target alone gets the faster of the two."""
+    choice = os.environ.get(ONE_ROW_ENV, "").strip().lower()
+    if choice not in ("blas", "onednn"):
+        choice = "blas" if _blas_faster_for_one_row(linears) else "onednn"
+    for linear in linears:
+        linear.one_row_blas = choice == "blas"
+    return choice
+
+
+ONE_ROW_ENV = "SPECVIZ_ONE_ROW"
+CALIBRATION_BYTES = 600 * 2**20  # products enough to read from memory, not from the cache, as a real step does
+SMALL_MODEL_BYTES = 32 * 2**20  # below this (the tests' tiny models) nothing is measured: oneDNN throughout
+
+
+def _blas_faster_for_one_row(linears: list[PackedLinear]) -> bool:
+    """Whether one-row fp32 products over these weights (up to CALIBRATION_BYTES of them, in the model's order) take
+    clearly less time with the BLAS than with oneDNN: the best of three passes each, taken in turn (about 0.2 s for
+    SmolLM2-135M)."""
+    chosen, size = [], 0
+    for linear in linears:
+        if linear.weight.dtype != torch.float32 or linear.packed is None:
+            continue
+        chosen.append(linear)
+        size += linear.weight.numel() * 4
+        if size >= CALIBRATION_BYTES:
+            break
+    if size < SMALL_MODEL_BYTES:
+        return False
+    rows = {linear.in_features: torch.randn(1, linear.in_features) for linear in chosen}
+    best = {"blas": float("inf"), "onednn": float("inf")}
+    with torch.inference_mode():
+        for _ in range(3):
+            for kind in best:
+                start = time.perf_counter()
+                for linear in chosen:
+                    x = rows[linear.in_features]
+                    if kind == "blas":
+                        F.linear(x, linear.weight, linear.bias)
+                    else:
+                        torch.ops.mkldnn._linear_pointwise(x, linear.packed, linear.bias, "none", [], "")
+                best[kind] = min(best[kind], time.perf_counter() - start)
+    return best["blas"] < 0.9 * best["onednn"]
 
 
 def no_cudnn_attention() -> None:
@@ -174,6 +236,7 @@ class PackedLinear(nn.Linear):
         self.weight, self.bias = linear.weight, linear.bias  # shared: tied embeddings stay tied
         self.packed: torch.Tensor | None = None
         self.packed_version = -1
+        self.one_row_blas = False  # a one-row input takes F.linear (`choose_one_row_product`)
         if self.weight.dtype in (torch.float32, torch.bfloat16):
             self._pack()  # now, at load, rather than inside the first timed forward
 
@@ -191,6 +254,8 @@ class PackedLinear(nn.Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if (x.device.type != "cpu" or x.dtype != self.weight.dtype or torch.is_autocast_enabled("cpu")
                 or (torch.is_grad_enabled() and self.weight.requires_grad)):
+            return F.linear(x, self.weight, self.bias)
+        if self.one_row_blas and x.numel() == self.in_features:
             return F.linear(x, self.weight, self.bias)
         if self.packed is None or self.packed_version != self._weight_version():
             self._pack()

@@ -42,7 +42,7 @@ def bench_rows(target: LoadedModel, makers: dict[str, Callable[[], Drafter]], pr
     settings = variants[0]
     if warm:
         warm_up_bench(target, makers, prompts, variants, compare_hf)
-    where = machine(target.device)
+    where = machine(target.device, target.model)
     for item in prompts:
         hf_base = _hf_timed(target, None, item["prompt"], settings, pairs) if compare_hf else None
         for (spec, make), variant in itertools.product(makers.items(), variants):

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from .. import fast_path
 from ..clock import Clock
 from ..comparison import Comparison
 from ..config import ConfigError, Decoding
@@ -222,8 +223,9 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else 0.0
 
 
-def machine(device: torch.device | str = "cpu") -> str:
-    """The hardware a timing was taken on, in words (it goes beside every published figure)."""
+def machine(device: torch.device | str = "cpu", model=None) -> str:
+    """The hardware a timing was taken on, in words (it goes beside every published figure); with the target's
+    `model`, also the product its one-row steps take on a CPU (`fast_path.choose_one_row_product`)."""
     device = torch.device(device)
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
@@ -235,6 +237,8 @@ def machine(device: torch.device | str = "cpu") -> str:
                     name = line.split(":", 1)[1].strip()
                     break
         name = f"{name}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads"
+        if (product := fast_path.one_row_product(model)) is not None:
+            name += f", one-row products {'BLAS' if product == 'blas' else 'oneDNN'}"
     return f"{name}; torch {torch.__version__}"
 
 

@@ -35,7 +35,7 @@ def measure_verify_cost(target, max_nodes: int = 32, contexts: tuple[int, ...] =
     by_context = [_measure_at(target, max_nodes, context, repeats) for context in contexts]
     return {
         "target": target.name,
-        "machine": machine(target.device),
+        "machine": machine(target.device, target.model),
         "dtype": str(target.dtype).replace("torch.", ""),
         "repeats": repeats,
         "nodes": list(range(1, max_nodes + 1)),

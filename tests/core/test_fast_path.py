@@ -12,6 +12,7 @@ import copy
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 from transformers import DynamicCache
 
@@ -87,6 +88,64 @@ def test_a_product_made_under_inference_mode_packs_and_runs():
         packed = PackedLinear(plain)
         x = torch.randn(3, 48)
         assert torch.allclose(packed(x), plain(x), atol=1e-5)
+
+
+@pytest.mark.skipif(not onednn_available(), reason="torch has no oneDNN here")
+def test_a_one_row_product_takes_the_choice_and_several_rows_take_onednn(monkeypatch):
+    """A step's one row takes the product chosen at load (the BLAS's F.linear or oneDNN); several rows take oneDNN."""
+    from specviz import fast_path
+
+    torch.manual_seed(0)
+    linears = [PackedLinear(nn.Linear(48, 80)) for _ in range(3)]
+    calls = []
+    real = torch.ops.mkldnn._linear_pointwise
+    monkeypatch.setattr(fast_path.torch.ops.mkldnn, "_linear_pointwise", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setenv(fast_path.ONE_ROW_ENV, "blas")
+    assert fast_path.choose_one_row_product(linears) == "blas" and all(m.one_row_blas for m in linears)
+    x = torch.randn(4, 48)
+    with torch.inference_mode():
+        for shape in ((1, 48), (48,), (1, 1, 48)):
+            one = x[:1].reshape(shape)
+            assert torch.equal(linears[0](one), F.linear(one, linears[0].weight, linears[0].bias))
+        assert calls == []
+        assert torch.allclose(linears[0](x), F.linear(x, linears[0].weight, linears[0].bias), atol=1e-5)
+        assert calls == [1]
+    monkeypatch.setenv(fast_path.ONE_ROW_ENV, "onednn")
+    assert fast_path.choose_one_row_product(linears) == "onednn" and not any(m.one_row_blas for m in linears)
+    with torch.inference_mode():
+        linears[0](x[:1])
+    assert calls == [1, 1]
+
+
+def test_a_tiny_model_keeps_onednn_for_one_row_without_measuring(monkeypatch):
+    """Under SMALL_MODEL_BYTES of weights nothing is timed (the tests' models stay as they were); a bad value of the
+    switch is ignored in favour of measuring."""
+    from specviz import fast_path
+
+    monkeypatch.setenv(fast_path.ONE_ROW_ENV, "fastest please")
+    monkeypatch.setattr(fast_path.time, "perf_counter", lambda: pytest.fail("a tiny model was timed"))
+    linears = [PackedLinear(nn.Linear(64, 64)) for _ in range(4)]
+    assert fast_path.choose_one_row_product(linears) == ("onednn")
+    assert not any(m.one_row_blas for m in linears)
+
+
+@pytest.mark.skipif(not onednn_available(), reason="torch has no oneDNN here")
+def test_the_measured_choice_times_both_products_in_turn(monkeypatch):
+    """Over SMALL_MODEL_BYTES, three passes of each product in turn: the BLAS is chosen only when clearly faster."""
+    from specviz import fast_path
+
+    monkeypatch.delenv(fast_path.ONE_ROW_ENV, raising=False)
+    monkeypatch.setattr(fast_path, "SMALL_MODEL_BYTES", 0)
+    linears = [PackedLinear(nn.Linear(64, 64)) for _ in range(2)]
+    order = []
+    monkeypatch.setattr(fast_path.F, "linear", lambda x, w, b=None: order.append("blas") or x @ w.T)
+    real = torch.ops.mkldnn._linear_pointwise
+    monkeypatch.setattr(fast_path.torch.ops.mkldnn, "_linear_pointwise",
+                        lambda *a: order.append("onednn") or real(*a))
+    clock = iter(range(1000))
+    monkeypatch.setattr(fast_path.time, "perf_counter", lambda: next(clock))  # every pass "takes" one tick
+    assert fast_path.choose_one_row_product(linears) == "onednn"  # a tie is not clearly faster
+    assert order == (["blas"] * 2 + ["onednn"] * 2) * 3
 
 
 def test_training_takes_the_plain_product_with_gradients():

@@ -1,0 +1,67 @@
+"""A plain step's products on this CPU: oneDNN's packed weights against torch's BLAS (`F.linear`), and what each
+does to v(n).
+
+SpecViz's fast path packs every weight for oneDNN (specviz.fast_path) and, at load, measures whether a one-row
+forward (the target alone's step) is faster with the BLAS; forwards of several rows (verification) always take
+oneDNN. This script loads the target twice, one copy with each one-row product (SPECVIZ_ONE_ROW), and times a
+step and a forward over 1 + n tokens on both, in turn, at each context (the median of --repeats), several rounds.
+
+    python benchmarks/one_row_product.py --context 512,1024 --rounds 2 > benchmarks/results/one-row-product-CPU.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from profile_verify import timings  # noqa: E402
+
+from specviz.fast_path import ONE_ROW_ENV, GrowingCache  # noqa: E402
+from specviz.lab.measure import machine  # noqa: E402
+from specviz.models import load_model  # noqa: E402
+
+SHOWN = (1, 2, 4, 6, 8)
+
+
+def load(choice: str, name: str):
+    os.environ[ONE_ROW_ENV] = choice
+    try:
+        return load_model(name, "cpu", "fp32")
+    finally:
+        os.environ.pop(ONE_ROW_ENV)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--target", default="default")
+    parser.add_argument("--context", default="512,1024")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=12)
+    args = parser.parse_args()
+    contexts = [int(c) for c in args.context.split(",")]
+    targets = {choice: load(choice, args.target) for choice in ("onednn", "blas")}
+    ids = torch.randint(100, 20000, (1, max(contexts) + max(SHOWN) + 1), generator=torch.Generator().manual_seed(0))
+    print(f"# {machine('cpu')}, fp32\n")
+    print("A step (n = 0) takes the one-row product named; forwards over 1 + n tokens take oneDNN in both.\n")
+    print("| round | context | one-row product | step ms | " + " | ".join(f"v({n})" for n in SHOWN)
+          + " | " + " | ".join(f"ms at n={n}" for n in SHOWN) + " |")
+    print("|---|---|---|---|" + "---|" * (2 * len(SHOWN)))
+    with torch.inference_mode():
+        for round_ in range(1, args.rounds + 1):
+            for context in contexts:
+                for choice, target in targets.items():
+                    t, _ = timings(target, GrowingCache, ids, context, max(SHOWN), args.repeats)
+                    print(f"| {round_} | {context} | {choice} | {t[0] * 1e3:.1f} | "
+                          + " | ".join(f"{t[n] / t[0]:.2f}" for n in SHOWN) + " | "
+                          + " | ".join(f"{t[n] * 1e3:.1f}" for n in SHOWN) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
