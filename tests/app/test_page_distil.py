@@ -2,7 +2,7 @@
 
 The page always distils for the embedded SmolLM2 target, so this is slow: the target answers 14
 training prompts (2 per workload, 16 tokens), a 1-layer, 64-wide draft trains for 10 steps, and the
-race measures it against one rival the test picks (ngram) on 7 evaluation prompts, 16 tokens each. Everything
+race measures it alone on 7 evaluation prompts, 16 tokens each (each rival would add 7 more comparisons). Everything
 the page writes (data, checkpoints, the new draft) goes to a temporary SPECVIZ_CACHE, never to ~/.cache/specviz;
 only the converted target is reused from the real cache, through a symlink.
 """
@@ -45,6 +45,18 @@ def cache(tmp_path, monkeypatch) -> Path:
     return folder
 
 
+def test_rivals_are_raced_by_name_or_shipped_folder():
+    """A rival picked on the page reaches the race as ngram by name and a shipped draft by its folder; none picked
+    (None) is the default race of the new draft's own kind."""
+    from specviz.training import quick
+
+    shipped = {f.name: f for kind, f in models.draft_folders() if kind == "shipped draft"}
+    assert quick._rivals(["ngram", "smol-draft-1l128"], head=False) == ["ngram", shipped["smol-draft-1l128"]]
+    assert quick._rivals([], head=True) == []
+    assert quick._rivals(None, head=False) == [shipped[n] for n in quick.default_rivals(head=False)]
+    assert quick.default_rivals(head=True)[0] == "ngram"
+
+
 def test_distil_page_trains_races_and_adds_the_draft_to_every_picker(cache):
     at = AppTest.from_file(PAGE, default_timeout=900).run()
     assert not at.exception
@@ -58,7 +70,9 @@ def test_distil_page_trains_races_and_adds_the_draft_to_every_picker(cache):
     at.slider(key="ds-eval").set_value(1)
     at.select_slider(key="ds-race-tokens").set_value(16)  # a short race: the page's flow, not the figure, is under test
     assert at.multiselect(key="ds-rivals-draft").value == ["smol-draft-1l128", "smol-draft-2l256"]  # its own kind
-    at.multiselect(key="ds-rivals-draft").set_value(["ngram"])  # one cheap rival: the race in seconds
+    # No rival: the race is the new draft alone (had the page ignored the pick, the two defaults would race too).
+    # What a picked rival races as: test_rivals_are_raced_by_name_or_shipped_folder.
+    at.multiselect(key="ds-rivals-draft").set_value([])
     at.run()
     assert at.button(key="ds-run").label == f"Distil {NAME}"
     at.button(key="ds-run").click().run()
@@ -78,7 +92,7 @@ def test_distil_page_trains_races_and_adds_the_draft_to_every_picker(cache):
     # The race against the rival picked, and the draft saved in the (temporary) user drafts folder.
     assert any("16 tokens" in h.value for h in at.subheader)
     table = at.dataframe[0].value
-    assert table["draft"].tolist() == [NAME, "ngram"]
+    assert table["draft"].tolist() == [NAME]
     assert (table["measured speedup"] > 0).all() and table["α"].between(0, 1).all()
     assert all(v.endswith("/7") for v in table["identical"]), "7 evaluation prompts, one per workload"
     assert (cache / "drafts" / NAME / "config.json").is_file()
