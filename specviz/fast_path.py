@@ -32,6 +32,7 @@ compute the same attention.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import time
 from pathlib import Path
@@ -84,6 +85,9 @@ def choose_one_row_product(linears: list[PackedLinear]) -> str:
     alone would flatter every measured speedup, so the target alone gets the faster of the two."""
     choice = os.environ.get(ONE_ROW_ENV, "").strip().lower()
     if choice not in ("blas", "onednn"):
+        if choice:
+            logging.getLogger("specviz").warning("%s=%r is neither blas nor onednn: measuring which is faster instead",
+                                                 ONE_ROW_ENV, os.environ[ONE_ROW_ENV])
         choice = "blas" if _blas_faster_for_one_row(linears) else "onednn"
     for linear in linears:
         linear.one_row_blas = choice == "blas"

@@ -117,16 +117,17 @@ def test_a_one_row_product_takes_the_choice_and_several_rows_take_onednn(monkeyp
     assert calls == [1, 1]
 
 
-def test_a_tiny_model_keeps_onednn_for_one_row_without_measuring(monkeypatch):
+def test_a_tiny_model_keeps_onednn_for_one_row_without_measuring(monkeypatch, caplog):
     """Under SMALL_MODEL_BYTES of weights nothing is timed (the tests' models stay as they were); a bad value of the
-    switch is ignored in favour of measuring."""
+    switch is said in the log and measuring decides."""
     from specviz import fast_path
 
     monkeypatch.setenv(fast_path.ONE_ROW_ENV, "fastest please")
     monkeypatch.setattr(fast_path.time, "perf_counter", lambda: pytest.fail("a tiny model was timed"))
     linears = [PackedLinear(nn.Linear(64, 64)) for _ in range(4)]
-    assert fast_path.choose_one_row_product(linears) == ("onednn")
+    assert fast_path.choose_one_row_product(linears) == "onednn"
     assert not any(m.one_row_blas for m in linears)
+    assert "SPECVIZ_ONE_ROW='fastest please' is neither blas nor onednn" in caplog.text
 
 
 @pytest.mark.skipif(not onednn_available(), reason="torch has no oneDNN here")
