@@ -106,7 +106,7 @@ st.dataframe(
     hide_index=True,
     key="dl-table",
     column_config={
-        **controls.SWEEP_COLUMNS,
+        **controls.sweep_columns(table),
         "gamma": "γ",
         "best": "best γ",
         "verify_cost": st.column_config.NumberColumn("verify cost (steps)", format="%.2f"),

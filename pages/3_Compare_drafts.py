@@ -114,7 +114,7 @@ st.dataframe(
     hide_index=True,
     key="cmp-table",
     column_config={
-        **controls.SWEEP_COLUMNS,
+        **controls.sweep_columns(table),
         "parameters": st.column_config.NumberColumn("draft parameters", format="compact"),
     },
 )

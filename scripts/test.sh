@@ -12,9 +12,9 @@ bash scripts/install.sh dev
 # The groups go out longest first, as tests/conftest.py orders them (--no-loadscope-reorder keeps that order).
 # Threads with no work sleep rather than spin (OMP_WAIT_POLICY): two workers' torch threads share the cores.
 # Each worker, and every server and measurement worker it starts, gets half the cores for torch's threads
-# (OMP_NUM_THREADS, one each on 2 cores): with two threads each, the two workers' models fought over both cores, and
-# the suite took 14 min 52 s on a fresh clone on a 2-core Xeon; with one each, 12 min 2 s. Set OMP_NUM_THREADS to
-# override. `-n 0` runs everything in this one process instead.
+# (OMP_NUM_THREADS, one each on 2 cores): with two threads each, the two workers' models fought over both cores. On a
+# 2-core Xeon, fresh clones: 14 min 52 s with two, then 12 min 2 s with one; later, in a slower hour, 14 min 27 s with
+# two against 13 min 38 s with one. Set OMP_NUM_THREADS to override. `-n 0` runs everything in this one process instead.
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 cores="$(nproc 2>/dev/null || echo 2)"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(( cores > 3 ? cores / 2 : 1 ))}"

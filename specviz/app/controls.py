@@ -62,6 +62,14 @@ SWEEP_COLUMNS = {
 }
 
 
+def sweep_columns(table) -> dict:
+    """SWEEP_COLUMNS for this table: the 95% interval's columns are left out when no row has one (one pair each)."""
+    interval = ("speedup_interval_low", "speedup_interval_high")
+    if table[list(interval)].isna().all().all():
+        return {**SWEEP_COLUMNS, **dict.fromkeys(interval)}  # None hides a column
+    return SWEEP_COLUMNS
+
+
 def draft_options() -> list[str]:
     """What the draft pickers offer out of the box: every drafter kind's offers, in the registry's order."""
     return drafters.offered()

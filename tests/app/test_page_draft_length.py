@@ -270,3 +270,16 @@ def test_sweep_without_a_prompt_shows_an_error_box_not_a_traceback(sweep_page):
     assert not at.exception
     assert len(at.error) == 1 and "Could not run the sweep" in at.error[0].value and "prompt" in at.error[0].value
     assert not at.get("plotly_chart")
+
+
+def test_the_interval_columns_are_hidden_only_when_no_row_has_an_interval():
+    """One pair a point: no interval, so its two columns are left out rather than shown as None."""
+    import pandas as pd
+
+    from specviz.app import controls
+
+    one_pair = pd.DataFrame({"speedup_interval_low": [None, None], "speedup_interval_high": [None, None]})
+    assert controls.sweep_columns(one_pair)["speedup_interval_low"] is None
+    assert controls.sweep_columns(one_pair)["speedup_interval_high"] is None
+    pairs = pd.DataFrame({"speedup_interval_low": [1.05, None], "speedup_interval_high": [1.3, None]})
+    assert controls.sweep_columns(pairs) is controls.SWEEP_COLUMNS
