@@ -37,12 +37,15 @@ class Costs:
 
     def observe_forward(self, n: int, seconds: float) -> None:
         """One forward's seconds. A stalled one (another process, a page fault, a shape run for the first time)
-        counts as at most twice the usual: the size's own average, or for a new size what the line says. A size's
-        first few forwards are averaged evenly, so one slow start is outvoted within a few rounds, not twenty."""
+        counts as at most twice the usual: the size's own average, or for a new size what the line says (at least the
+        cheapest forward seen). A size's first few forwards are averaged evenly, so one slow start is outvoted within
+        a few rounds, not twenty."""
         old = self.forward.get(n)
         if old is None and self.forward:
+            # The line's figure, but never under the cheapest forward seen: a line through a fast size and a slow
+            # one can cross zero before n = 0, and a cap under zero would record a negative time.
             a, b = self._line()
-            seconds = min(seconds, 2 * (a + b * n))
+            seconds = min(seconds, 2 * max(a + b * n, min(self.forward.values())))
         elif old is not None:
             seconds = min(seconds, 2 * old)
         seen = self.forwards_seen[n] = self.forwards_seen.get(n, 0) + 1

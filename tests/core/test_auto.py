@@ -62,6 +62,20 @@ def test_one_slow_first_forward_does_not_stop_drafting():
     assert costs.v(4) < 1.4
 
 
+def test_a_steep_line_never_records_a_negative_time():
+    """Seen in CI: a fast 4-draft forward then a slow 8-draft one put the line under zero at n = 0; a step then capped
+    at twice the line's figure was recorded as negative seconds, and the head's tokens per step went negative."""
+    costs = Costs()
+    costs.observe_forward(4, 0.010)
+    for _ in range(3):
+        costs.observe_forward(8, 0.100)  # stalls, each counted as at most twice the usual: 0.02, 0.03, 0.04
+    a, b = costs._line()
+    assert a < 0  # precondition: the line crosses zero before n = 0
+    costs.observe_forward(0, 0.030)
+    assert costs.forward[0] == pytest.approx(0.020)  # capped at twice the cheapest forward seen
+    assert costs.step() > 0 and costs.v(8) > 1
+
+
 @pytest.fixture(scope="module")
 def baseline(target):
     """The target alone, greedy (computed once per prompt and length)."""
