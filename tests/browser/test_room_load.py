@@ -150,7 +150,8 @@ def _press_run_at_once(browser, url, server, queries, while_waiting=None):
         expect(page.get_by_text("in the line")).to_have_count(0)  # the queue note is gone once the run is done
         shared.append(page.get_by_text(SHARED).count() > 0)
     assert peak[0] < RSS_BOUND_MB, f"server RSS peaked at {peak[0]:.0f} MB (bound {RSS_BOUND_MB} MB)"
-    assert total_peak[0] < TOTAL_BOUND_MB, f"server and worker peaked at {total_peak[0]:.0f} MB together"
+    assert total_peak[0] < TOTAL_BOUND_MB, (f"server and worker peaked at {total_peak[0]:.0f} MB together (server "
+                                            f"{peak[0]:.0f}, worker {worker_peak[0]:.0f}, idle {idle_mb:.0f})")
     figures = {"sessions": len(pages), "max_new_tokens": 16, "seconds_to_last_result": round(times[-1], 1),
                "seconds_to_first_result": round(times[0], 1), "seconds_per_run": round(times[-1] / len(pages), 2),
                "peak_rss_mb": round(peak[0]), "peak_worker_rss_mb": round(worker_peak[0]),
