@@ -1,12 +1,13 @@
-"""A plain step's products on this CPU: oneDNN's packed weights against torch's BLAS (`F.linear`), and what each
-does to v(n).
+"""A step and v(n) on this CPU with oneDNN's packed weights throughout, against the fast path's measured choice
+(torch's BLAS for forwards of few rows where it is clearly faster).
 
-SpecViz's fast path packs every weight for oneDNN (specviz.fast_path) and, at load, measures whether a one-row
-forward (the target alone's step) is faster with the BLAS; forwards of several rows (verification) always take
-oneDNN. This script loads the target twice, one copy with each one-row product (SPECVIZ_ONE_ROW), and times a
-step and a forward over 1 + n tokens on both, in turn, at each context (the median of --repeats), several rounds.
+SpecViz's fast path packs every weight for oneDNN (specviz.fast_path) and, at load, measures up to how many rows a
+forward takes the BLAS instead (`choose_blas_rows`). This script loads the target twice, one copy with oneDNN
+throughout (SPECVIZ_BLAS_ROWS=0) and one with the measured choice, and times a step and a forward over 1 + n tokens
+on both, in turn, at each context (the median of --repeats), several rounds. (Until 2026-11-29 the choice was for
+one row only: benchmarks/results/one-row-product-xeon.txt.)
 
-    python benchmarks/one_row_product.py --context 512,1024 --rounds 2 > benchmarks/results/one-row-product-CPU.txt
+    python benchmarks/one_row_product.py --context 512,1024 --rounds 2 > benchmarks/results/blas-rows-CPU.txt
 """
 
 from __future__ import annotations
@@ -23,19 +24,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from profile_verify import timings  # noqa: E402
 
-from specviz.fast_path import ONE_ROW_ENV, GrowingCache  # noqa: E402
+from specviz.fast_path import BLAS_ROWS_ENV, GrowingCache, blas_rows, products_text  # noqa: E402
 from specviz.lab.measure import machine  # noqa: E402
 from specviz.models import load_model  # noqa: E402
 
-SHOWN = (1, 2, 4, 6, 8)
+SHOWN = (1, 2, 3, 4, 6, 8)
 
 
 def load(choice: str, name: str):
-    os.environ[ONE_ROW_ENV] = choice
+    """The target with oneDNN throughout ("0") or with the measured choice ("")."""
+    os.environ[BLAS_ROWS_ENV] = choice
     try:
         return load_model(name, "cpu", "fp32")
     finally:
-        os.environ.pop(ONE_ROW_ENV)
+        os.environ.pop(BLAS_ROWS_ENV)
 
 
 def main() -> None:
@@ -46,11 +48,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=12)
     args = parser.parse_args()
     contexts = [int(c) for c in args.context.split(",")]
-    targets = {choice: load(choice, args.target) for choice in ("onednn", "blas")}
+    targets = {"oneDNN throughout": load("0", args.target), "measured choice": load("", args.target)}
     ids = torch.randint(100, 20000, (1, max(contexts) + max(SHOWN) + 1), generator=torch.Generator().manual_seed(0))
     print(f"# {machine('cpu')}, fp32\n")
-    print("A step (n = 0) takes the one-row product named; forwards over 1 + n tokens take oneDNN in both.\n")
-    print("| round | context | one-row product | step ms | " + " | ".join(f"v({n})" for n in SHOWN)
+    for name, target in targets.items():
+        print(f"- {name}: {products_text(blas_rows(target.model))}")
+    print("\n| round | context | products | step ms | " + " | ".join(f"v({n})" for n in SHOWN)
           + " | " + " | ".join(f"ms at n={n}" for n in SHOWN) + " |")
     print("|---|---|---|---|" + "---|" * (2 * len(SHOWN)))
     with torch.inference_mode():

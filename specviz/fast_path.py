@@ -6,9 +6,10 @@ the stock path breaks it three ways (measured in benchmarks/profile_verify.py):
 
 - matrix products: on this project's AMD EPYC, the BLAS that torch's CPU build calls for `linear` reads
   the weights about half as fast as oneDNN does, and slower still for 2–8 rows than for one;
-  `PackedLinear` hands every product of several rows to oneDNN with the weight packed once, so 1–8 rows
-  cost about the same. A one-row product (a plain step) takes whichever of the two is faster on the
-  machine, measured at load (`choose_one_row_product`): on an Intel Xeon the BLAS is;
+  `PackedLinear` hands products to oneDNN with the weight packed once (for 8 rows), so 1–8 rows cost
+  about the same. Forwards of few rows (a plain step, a small verification) take the BLAS instead where it
+  is clearly faster on the machine, measured at load (`choose_blas_rows`): on an Intel Xeon it is, up to
+  3 rows; on the AMD EPYC it is not, even for one;
 - attention: for more than one query the stock function copies the keys and values of the whole
   context to give each query head its own (`repeat_kv`); `grouped_sdpa` instead lets each key/value
   head serve its group of query heads as extra query rows, which is the same arithmetic;
@@ -65,44 +66,74 @@ def prepare(model: nn.Module, device: torch.device) -> nn.Module:
             if type(module) is nn.Linear:
                 packed.append(PackedLinear(module))
                 model.set_submodule(name, packed[-1])
-        model.specviz_one_row = choose_one_row_product(packed)
+        model.specviz_blas_rows = choose_blas_rows(packed)
     return model
 
 
-def one_row_product(model) -> str | None:
-    """The product a prepared model's one-row forwards take ("blas" or "onednn"); None off the fast path."""
-    return getattr(model, "specviz_one_row", None)
+def blas_rows(model) -> int | None:
+    """Up to how many rows a prepared model's forwards take the BLAS (0: oneDNN for all); None off the fast path."""
+    return getattr(model, "specviz_blas_rows", None)
 
 
-def choose_one_row_product(linears: list[PackedLinear]) -> str:
-    """Which product a one-row forward (a plain step) takes, for all of a model's `linears`: "onednn" (the packed
-    weight) or "blas" (torch's `F.linear`), the faster here, measured at load (`_blas_faster_for_one_row`); forwards
-    of several rows always take oneDNN. SPECVIZ_ONE_ROW=blas or onednn picks instead of measuring.
+def products_text(rows: int) -> str:
+    """`blas_rows` in words, as bench rows and v(N) files name it in `machine`."""
+    if rows <= 0:
+        return "products oneDNN"
+    return f"products BLAS for {'1 row' if rows == 1 else f'1-{rows} rows'}, oneDNN above"
 
-    Which is faster depends on the CPU's BLAS: on this project's AMD EPYC, the BLAS read the weights about half as fast
-    as oneDNN; on an Intel Xeon (2 cores, KVM), a one-row step took 38-46 ms with the BLAS against 48-69 ms with oneDNN,
-    which pays a fixed cost on each of a step's 211 small products (benchmarks/one_row_product.py). A slower target
-    alone would flatter every measured speedup, so the target alone gets the faster of the two."""
-    choice = os.environ.get(ONE_ROW_ENV, "").strip().lower()
-    if choice not in ("blas", "onednn"):
-        if choice:
-            logging.getLogger("specviz").warning("%s=%r is neither blas nor onednn: measuring which is faster instead",
-                                                 ONE_ROW_ENV, os.environ[ONE_ROW_ENV])
-        choice = "blas" if _blas_faster_for_one_row(linears) else "onednn"
+
+def choose_blas_rows(linears: list[PackedLinear]) -> int:
+    """Up to how many rows a forward's products take torch's BLAS (`F.linear`) rather than oneDNN's packed weight,
+    for all of a model's `linears`, measured at load (`_blas_faster`): 1 row, then 2, … while the BLAS is clearly
+    faster, at most MAX_BLAS_ROWS. SPECVIZ_BLAS_ROWS=n picks instead (0: oneDNN throughout); the older
+    SPECVIZ_ONE_ROW=blas or onednn means 1 or 0.
+
+    Which is faster depends on the CPU's BLAS. On this project's AMD EPYC, the BLAS read the weights about half as
+    fast as oneDNN, even for one row. On an Intel Xeon (2 cores, KVM), over the target's weights, the BLAS took 21,
+    23 and 25 ms for 1, 2 and 3 rows against oneDNN's 28-30, and 34 ms for 4 rows against 31 (oneDNN pays a fixed
+    cost on each of a step's 211 small products; benchmarks/row_products.py). A slower target alone would flatter
+    every measured speedup, and a slower small verification would price small trees out."""
+    rows = _switch()
+    if rows is None:
+        rows = 0
+        while rows < MAX_BLAS_ROWS and _blas_faster(linears, rows + 1):
+            rows += 1
     for linear in linears:
-        linear.one_row_blas = choice == "blas"
-    return choice
+        linear.blas_rows = rows
+    return rows
 
 
-ONE_ROW_ENV = "SPECVIZ_ONE_ROW"
+BLAS_ROWS_ENV = "SPECVIZ_BLAS_ROWS"
+ONE_ROW_ENV = "SPECVIZ_ONE_ROW"  # the older switch: blas (1 row) or onednn (0)
+MAX_BLAS_ROWS = 8
+PACK_ROWS = 8  # oneDNN packs each weight for products of this many rows: 1-8% faster than packed with no size,
+# for 1-33 rows, on an Intel Xeon (benchmarks/results/row-products-xeon.txt); a tree of 8 verifies 9 rows
 CALIBRATION_BYTES = 600 * 2**20  # products enough to read from memory, not from the cache, as a real step does
 SMALL_MODEL_BYTES = 32 * 2**20  # below this (the tests' tiny models) nothing is measured: oneDNN throughout
 
 
-def _blas_faster_for_one_row(linears: list[PackedLinear]) -> bool:
-    """Whether one-row fp32 products over these weights (up to CALIBRATION_BYTES of them, in the model's order) take
-    clearly less time with the BLAS than with oneDNN: the best of three passes each, taken in turn (about 0.2 s for
-    SmolLM2-135M)."""
+def _switch() -> int | None:
+    """The rows SPECVIZ_BLAS_ROWS (or SPECVIZ_ONE_ROW) asks for; None: measure. A bad value is said in the log."""
+    log = logging.getLogger("specviz")
+    raw = os.environ.get(BLAS_ROWS_ENV, "").strip()
+    if raw:
+        if raw.isdigit() and int(raw) <= MAX_BLAS_ROWS:
+            return int(raw)
+        log.warning("%s=%r is not a whole number from 0 to %d: measuring instead", BLAS_ROWS_ENV, raw, MAX_BLAS_ROWS)
+        return None
+    old = os.environ.get(ONE_ROW_ENV, "").strip().lower()
+    if old in ("blas", "onednn"):
+        return 1 if old == "blas" else 0
+    if old:
+        log.warning("%s=%r is neither blas nor onednn: measuring which is faster instead", ONE_ROW_ENV,
+                    os.environ[ONE_ROW_ENV])
+    return None
+
+
+def _blas_faster(linears: list[PackedLinear], rows: int) -> bool:
+    """Whether fp32 products of `rows` rows over these weights (up to CALIBRATION_BYTES of them, in the model's
+    order) take clearly less time with the BLAS than with oneDNN (under 0.9 of it): the best of three passes each,
+    taken in turn (about 0.15 s for SmolLM2-135M)."""
     chosen, size = [], 0
     for linear in linears:
         if linear.weight.dtype != torch.float32 or linear.packed is None:
@@ -113,14 +144,14 @@ def _blas_faster_for_one_row(linears: list[PackedLinear]) -> bool:
             break
     if size < SMALL_MODEL_BYTES:
         return False
-    rows = {linear.in_features: torch.randn(1, linear.in_features) for linear in chosen}
+    inputs = {linear.in_features: torch.randn(rows, linear.in_features) for linear in chosen}
     best = {"blas": float("inf"), "onednn": float("inf")}
     with torch.inference_mode():
         for _ in range(3):
             for kind in best:
                 start = time.perf_counter()
                 for linear in chosen:
-                    x = rows[linear.in_features]
+                    x = inputs[linear.in_features]
                     if kind == "blas":
                         F.linear(x, linear.weight, linear.bias)
                     else:
@@ -240,12 +271,12 @@ class PackedLinear(nn.Linear):
         self.weight, self.bias = linear.weight, linear.bias  # shared: tied embeddings stay tied
         self.packed: torch.Tensor | None = None
         self.packed_version = -1
-        self.one_row_blas = False  # a one-row input takes F.linear (`choose_one_row_product`)
+        self.blas_rows = 0  # inputs of up to this many rows take F.linear (`choose_blas_rows`)
         if self.weight.dtype in (torch.float32, torch.bfloat16):
             self._pack()  # now, at load, rather than inside the first timed forward
 
     def _pack(self) -> None:
-        self.packed = torch.ops.mkldnn._reorder_linear_weight(self.weight.detach())
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(self.weight.detach(), PACK_ROWS)
         self.packed_version = self._weight_version()
 
     def _weight_version(self) -> int:
@@ -259,7 +290,7 @@ class PackedLinear(nn.Linear):
         if (x.device.type != "cpu" or x.dtype != self.weight.dtype or torch.is_autocast_enabled("cpu")
                 or (torch.is_grad_enabled() and self.weight.requires_grad)):
             return F.linear(x, self.weight, self.bias)
-        if self.one_row_blas and x.numel() == self.in_features:
+        if x.numel() <= self.blas_rows * self.in_features and x.dtype == torch.float32:
             return F.linear(x, self.weight, self.bias)
         if self.packed is None or self.packed_version != self._weight_version():
             self._pack()

@@ -91,8 +91,9 @@ def test_a_product_made_under_inference_mode_packs_and_runs():
 
 
 @pytest.mark.skipif(not onednn_available(), reason="torch has no oneDNN here")
-def test_a_one_row_product_takes_the_choice_and_several_rows_take_onednn(monkeypatch):
-    """A step's one row takes the product chosen at load (the BLAS's F.linear or oneDNN); several rows take oneDNN."""
+def test_few_rows_take_the_blas_as_chosen_and_more_rows_take_onednn(monkeypatch):
+    """Inputs of up to the chosen number of rows take the BLAS's F.linear; more rows take oneDNN; 0 is oneDNN
+    throughout. The older switch SPECVIZ_ONE_ROW=blas / onednn means 1 / 0."""
     from specviz import fast_path
 
     torch.manual_seed(0)
@@ -100,53 +101,75 @@ def test_a_one_row_product_takes_the_choice_and_several_rows_take_onednn(monkeyp
     calls = []
     real = torch.ops.mkldnn._linear_pointwise
     monkeypatch.setattr(fast_path.torch.ops.mkldnn, "_linear_pointwise", lambda *a: calls.append(1) or real(*a))
-    monkeypatch.setenv(fast_path.ONE_ROW_ENV, "blas")
-    assert fast_path.choose_one_row_product(linears) == "blas" and all(m.one_row_blas for m in linears)
+    monkeypatch.setenv(fast_path.BLAS_ROWS_ENV, "3")
+    assert fast_path.choose_blas_rows(linears) == 3 and all(m.blas_rows == 3 for m in linears)
     x = torch.randn(4, 48)
     with torch.inference_mode():
-        for shape in ((1, 48), (48,), (1, 1, 48)):
-            one = x[:1].reshape(shape)
-            assert torch.equal(linears[0](one), F.linear(one, linears[0].weight, linears[0].bias))
+        for few in (x[:1], x[0], x[:1][None], x[:3], x[:3][None]):  # 1 row (as a row, a vector, a batch), 3 rows
+            assert torch.equal(linears[0](few), F.linear(few, linears[0].weight, linears[0].bias))
         assert calls == []
         assert torch.allclose(linears[0](x), F.linear(x, linears[0].weight, linears[0].bias), atol=1e-5)
         assert calls == [1]
-    monkeypatch.setenv(fast_path.ONE_ROW_ENV, "onednn")
-    assert fast_path.choose_one_row_product(linears) == "onednn" and not any(m.one_row_blas for m in linears)
+    monkeypatch.setenv(fast_path.BLAS_ROWS_ENV, "0")
+    assert fast_path.choose_blas_rows(linears) == 0 and not any(m.blas_rows for m in linears)
     with torch.inference_mode():
         linears[0](x[:1])
     assert calls == [1, 1]
+    monkeypatch.delenv(fast_path.BLAS_ROWS_ENV)
+    for old, rows in (("blas", 1), ("onednn", 0)):
+        monkeypatch.setenv(fast_path.ONE_ROW_ENV, old)
+        assert fast_path.choose_blas_rows(linears) == rows
+    assert fast_path.products_text(0) == "products oneDNN"
+    assert fast_path.products_text(1) == "products BLAS for 1 row, oneDNN above"
+    assert fast_path.products_text(3) == "products BLAS for 1-3 rows, oneDNN above"
 
 
-def test_a_tiny_model_keeps_onednn_for_one_row_without_measuring(monkeypatch, caplog):
-    """Under SMALL_MODEL_BYTES of weights nothing is timed (the tests' models stay as they were); a bad value of the
+@pytest.mark.parametrize("name, value", [("SPECVIZ_BLAS_ROWS", "fastest please"), ("SPECVIZ_BLAS_ROWS", "99"),
+                                         ("SPECVIZ_ONE_ROW", "fastest please")])
+def test_a_tiny_model_keeps_onednn_without_measuring(monkeypatch, caplog, name, value):
+    """Under SMALL_MODEL_BYTES of weights nothing is timed (the tests' models stay as they were); a bad value of a
     switch is said in the log and measuring decides."""
     from specviz import fast_path
 
-    monkeypatch.setenv(fast_path.ONE_ROW_ENV, "fastest please")
+    monkeypatch.delenv(fast_path.BLAS_ROWS_ENV, raising=False)
+    monkeypatch.delenv(fast_path.ONE_ROW_ENV, raising=False)
+    monkeypatch.setenv(name, value)
     monkeypatch.setattr(fast_path.time, "perf_counter", lambda: pytest.fail("a tiny model was timed"))
     linears = [PackedLinear(nn.Linear(64, 64)) for _ in range(4)]
-    assert fast_path.choose_one_row_product(linears) == "onednn"
-    assert not any(m.one_row_blas for m in linears)
-    assert "SPECVIZ_ONE_ROW='fastest please' is neither blas nor onednn" in caplog.text
+    assert fast_path.choose_blas_rows(linears) == 0
+    assert not any(m.blas_rows for m in linears)
+    assert f"{name}={value!r} is " in caplog.text
 
 
 @pytest.mark.skipif(not onednn_available(), reason="torch has no oneDNN here")
-def test_the_measured_choice_times_both_products_in_turn(monkeypatch):
-    """Over SMALL_MODEL_BYTES, three passes of each product in turn: the BLAS is chosen only when clearly faster."""
+def test_the_measured_choice_times_both_products_in_turn_row_count_by_row_count(monkeypatch):
+    """Over SMALL_MODEL_BYTES, three passes of each product in turn, for 1 row, then 2, …: the BLAS keeps a row count
+    only while it is clearly faster, and the first count where it is not ends the search."""
     from specviz import fast_path
 
+    monkeypatch.delenv(fast_path.BLAS_ROWS_ENV, raising=False)
     monkeypatch.delenv(fast_path.ONE_ROW_ENV, raising=False)
     monkeypatch.setattr(fast_path, "SMALL_MODEL_BYTES", 0)
     linears = [PackedLinear(nn.Linear(64, 64)) for _ in range(2)]
-    order = []
-    monkeypatch.setattr(fast_path.F, "linear", lambda x, w, b=None: order.append("blas") or x @ w.T)
-    real = torch.ops.mkldnn._linear_pointwise
-    monkeypatch.setattr(fast_path.torch.ops.mkldnn, "_linear_pointwise",
-                        lambda *a: order.append("onednn") or real(*a))
-    clock = iter(range(1000))
-    monkeypatch.setattr(fast_path.time, "perf_counter", lambda: next(clock))  # every pass "takes" one tick
-    assert fast_path.choose_one_row_product(linears) == "onednn"  # a tie is not clearly faster
-    assert order == (["blas"] * 2 + ["onednn"] * 2) * 3
+    order, now = [], [0.0]
+    blas_cost = {1: 0.5, 2: 0.8, 3: 1.0}  # a pass's seconds against oneDNN's 1.0: clearly faster at 1 and 2 rows
+
+    def blas(x, w, b=None):
+        order.append(("blas", x.shape[0]))
+        now[0] += blas_cost[x.shape[0]] / len(linears)
+        return x @ w.T
+
+    def onednn(x, *rest):
+        order.append(("onednn", x.shape[0]))
+        now[0] += 1.0 / len(linears)
+        return x @ linears[0].weight.T
+
+    monkeypatch.setattr(fast_path.F, "linear", blas)
+    monkeypatch.setattr(fast_path.torch.ops.mkldnn, "_linear_pointwise", onednn)
+    monkeypatch.setattr(fast_path.time, "perf_counter", lambda: now[0])
+    assert fast_path.choose_blas_rows(linears) == 2
+    assert order == [(kind, rows) for rows in (1, 2, 3) for _ in range(3) for kind in ("blas", "onednn")
+                     for _ in linears]
 
 
 def test_training_takes_the_plain_product_with_gradients():
