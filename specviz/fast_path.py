@@ -95,8 +95,8 @@ def choose_blas_rows(linears: list[PackedLinear]) -> int:
     every measured speedup, and a slower small verification would price small trees out."""
     rows = _switch()
     if rows is None:
-        rows = 0
-        while rows < MAX_BLAS_ROWS and _blas_faster(linears, rows + 1):
+        rows, timed = 0, _calibration_set(linears)
+        while timed and rows < MAX_BLAS_ROWS and _blas_faster(timed, rows + 1):
             rows += 1
     for linear in linears:
         linear.blas_rows = rows
@@ -130,10 +130,9 @@ def _switch() -> int | None:
     return None
 
 
-def _blas_faster(linears: list[PackedLinear], rows: int) -> bool:
-    """Whether fp32 products of `rows` rows over these weights (up to CALIBRATION_BYTES of them, in the model's
-    order) take clearly less time with the BLAS than with oneDNN (under 0.9 of it): the best of three passes each,
-    taken in turn (about 0.2 s a row count for SmolLM2-135M on the Xeon)."""
+def _calibration_set(linears: list[PackedLinear]) -> list[PackedLinear]:
+    """The fp32 packed linears a choice is timed over, in the model's order, up to CALIBRATION_BYTES of weights; none
+    under SMALL_MODEL_BYTES (the tests' tiny models are not timed)."""
     chosen, size = [], 0
     for linear in linears:
         if linear.weight.dtype != torch.float32 or linear.packed is None:
@@ -142,8 +141,13 @@ def _blas_faster(linears: list[PackedLinear], rows: int) -> bool:
         size += linear.weight.numel() * 4
         if size >= CALIBRATION_BYTES:
             break
-    if size < SMALL_MODEL_BYTES:
-        return False
+    return chosen if size >= SMALL_MODEL_BYTES else []
+
+
+def _blas_faster(chosen: list[PackedLinear], rows: int) -> bool:
+    """Whether fp32 products of `rows` rows over these weights take clearly less time with the BLAS than with oneDNN
+    (under 0.9 of it): the best of three passes each, taken in turn (about 0.2 s a row count for SmolLM2-135M on the
+    Xeon)."""
     inputs = {linear.in_features: torch.randn(rows, linear.in_features) for linear in chosen}
     best = {"blas": float("inf"), "onednn": float("inf")}
     with torch.inference_mode():
