@@ -8,8 +8,8 @@ the stock path breaks it three ways (measured in benchmarks/profile_verify.py):
   the weights about half as fast as oneDNN does, and slower still for 2–8 rows than for one;
   `PackedLinear` hands products to oneDNN with the weight packed once (for 8 rows), so 1–8 rows cost
   about the same. Forwards of few rows (a plain step, a small verification) take the BLAS instead where it
-  is clearly faster on the machine, measured at load (`choose_blas_rows`): on an Intel Xeon it is, up to
-  3 rows; on the AMD EPYC it is not, even for one;
+  is clearly faster on the machine, measured at the first load and kept (`choose_blas_rows`): on an Intel
+  Xeon it is, up to 3 rows; on the AMD EPYC it is not, even for one;
 - attention: for more than one query the stock function copies the keys and values of the whole
   context to give each query head its own (`repeat_kv`); `grouped_sdpa` instead lets each key/value
   head serve its group of query heads as extra query rows, which is the same arithmetic;
@@ -33,8 +33,11 @@ compute the same attention.
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import logging
 import os
+import platform
 import time
 from pathlib import Path
 
@@ -49,8 +52,9 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 GROUPED_SDPA = "specviz_grouped_sdpa"
 
 
-def prepare(model: nn.Module, device: torch.device) -> nn.Module:
-    """Put a loaded model on the fast path for its device (in place); returns it.
+def prepare(model: nn.Module, device: torch.device, remember: Path | None = None) -> nn.Module:
+    """Put a loaded model on the fast path for its device (in place); returns it. `remember`: the file that keeps the
+    measured choice of products (`choose_blas_rows`).
 
     SPECVIZ_FAST_PATH=0 keeps the stock path (to compare the two, or to rule the fast path out).
     """
@@ -66,7 +70,7 @@ def prepare(model: nn.Module, device: torch.device) -> nn.Module:
             if type(module) is nn.Linear:
                 packed.append(PackedLinear(module))
                 model.set_submodule(name, packed[-1])
-        model.specviz_blas_rows = choose_blas_rows(packed)
+        model.specviz_blas_rows = choose_blas_rows(packed, remember)
     return model
 
 
@@ -82,11 +86,15 @@ def products_text(rows: int) -> str:
     return f"products BLAS for {'1 row' if rows == 1 else f'1-{rows} rows'}, oneDNN above"
 
 
-def choose_blas_rows(linears: list[PackedLinear]) -> int:
+def choose_blas_rows(linears: list[PackedLinear], remember: Path | None = None) -> int:
     """Up to how many rows a forward's products take torch's BLAS (`F.linear`) rather than oneDNN's packed weight,
-    for all of a model's `linears`, measured at load (`_blas_faster`): 1 row, then 2, … while the BLAS is clearly
-    faster, at most MAX_BLAS_ROWS. SPECVIZ_BLAS_ROWS=n picks instead (0: oneDNN throughout); the older
-    SPECVIZ_ONE_ROW=blas or onednn means 1 or 0.
+    for all of a model's `linears`, measured (`_blas_faster`): 1 row, then 2, … while the BLAS is clearly faster, at
+    most MAX_BLAS_ROWS. SPECVIZ_BLAS_ROWS=n picks instead (0: oneDNN throughout); the older SPECVIZ_ONE_ROW=blas or
+    onednn means 1 or 0.
+
+    A choice is measured once per machine, torch, thread count and set of weights, then kept: in this process, and in
+    the JSON file `remember` where one is given (the SpecViz cache's fast-path.json, for the embedded target's
+    every later load: a server, its measurement worker, each command). Delete the file to measure again.
 
     Which is faster depends on the CPU's BLAS. On this project's AMD EPYC, the BLAS read the weights about half as
     fast as oneDNN, even for one row. On an Intel Xeon (2 cores, KVM), over the target's weights, the BLAS took 21,
@@ -95,12 +103,71 @@ def choose_blas_rows(linears: list[PackedLinear]) -> int:
     every measured speedup, and a slower small verification would price small trees out."""
     rows = _switch()
     if rows is None:
-        rows, timed = 0, _calibration_set(linears)
-        while timed and rows < MAX_BLAS_ROWS and _blas_faster(timed, rows + 1):
-            rows += 1
+        timed = _calibration_set(linears)
+        key = _choice_key(timed) if timed else ""
+        rows = _CHOSEN.get(key) if key else 0
+        if rows is None:
+            rows = _kept(remember, key)
+        if rows is None:
+            rows = 0
+            while rows < MAX_BLAS_ROWS and _blas_faster(timed, rows + 1):
+                rows += 1
+            _keep(remember, key, rows)
+        if key:
+            _CHOSEN[key] = rows
     for linear in linears:
         linear.blas_rows = rows
     return rows
+
+
+_CHOSEN: dict[str, int] = {}  # choices made in this process, by `_choice_key`
+
+
+def _choice_key(timed: list[PackedLinear]) -> str:
+    """What a choice holds for: this CPU, this torch and its threads, and the shapes of the weights timed."""
+    shapes = ",".join(f"{linear.out_features}x{linear.in_features}" for linear in timed)
+    return (f"{_cpu_name()} | torch {torch.__version__} | {torch.get_num_threads()} threads | "
+            f"{hashlib.sha1(shapes.encode()).hexdigest()[:12]}")
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _kept(remember: Path | None, key: str) -> int | None:
+    """The rows kept for `key` in the file `remember`; None where there is none (or the file cannot be read: it is
+    measured again and the file rewritten)."""
+    if remember is None:
+        return None
+    try:
+        rows = json.loads(remember.read_text()).get(key)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return rows if isinstance(rows, int) and 0 <= rows <= MAX_BLAS_ROWS else None
+
+
+def _keep(remember: Path | None, key: str, rows: int) -> None:
+    if remember is None:
+        return
+    try:
+        kept = json.loads(remember.read_text()) if remember.is_file() else {}
+        kept = kept if isinstance(kept, dict) else {}
+    except (OSError, ValueError):
+        kept = {}
+    kept[key] = rows
+    try:
+        remember.parent.mkdir(parents=True, exist_ok=True)
+        partial = remember.with_name(f"{remember.name}.{os.getpid()}.tmp")
+        partial.write_text(json.dumps(kept, indent=1, sort_keys=True))
+        partial.replace(remember)  # whole or not at all: a server and its worker may load at once
+    except OSError as exc:
+        logging.getLogger("specviz").warning("could not keep the fast path's choice in %s (%s)", remember, exc)
 
 
 BLAS_ROWS_ENV = "SPECVIZ_BLAS_ROWS"

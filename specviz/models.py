@@ -230,7 +230,7 @@ def load_model(
         model.to(dev)
     model.eval()
     model.requires_grad_(False)
-    prepare(model, model.device)
+    prepare(model, model.device, remember=cache_dir() / "fast-path.json")
     return LoadedModel(
         name=name, source=source, model=model, tokenizer=tokenizer, device=model.device, dtype=torch_dtype
     )

@@ -9,6 +9,7 @@ prepared tiny models (tests/tiny.py `wrap` prepares them like `load_model` does)
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 import torch
@@ -170,6 +171,40 @@ def test_the_measured_choice_times_both_products_in_turn_row_count_by_row_count(
     assert fast_path.choose_blas_rows(linears) == 2
     assert order == [(kind, rows) for rows in (1, 2, 3) for _ in range(3) for kind in ("blas", "onednn")
                      for _ in linears]
+
+
+@pytest.mark.skipif(not onednn_available(), reason="torch has no oneDNN here")
+def test_a_measured_choice_is_kept_for_later_loads_and_a_damaged_file_is_measured_again(monkeypatch, tmp_path):
+    """The file given keeps each choice by machine, torch, threads and weights: a later load (another process: the
+    in-process memory is cleared) reads it and times nothing; a file that cannot be read is measured and rewritten."""
+    from specviz import fast_path
+
+    monkeypatch.delenv(fast_path.BLAS_ROWS_ENV, raising=False)
+    monkeypatch.delenv(fast_path.ONE_ROW_ENV, raising=False)
+    monkeypatch.setattr(fast_path, "SMALL_MODEL_BYTES", 0)
+    monkeypatch.setattr(fast_path, "_CHOSEN", {})
+    timed = []
+    monkeypatch.setattr(fast_path, "_blas_faster", lambda chosen, rows: timed.append(rows) or rows < 3)
+    kept = tmp_path / "cache" / "fast-path.json"
+    linears = [PackedLinear(nn.Linear(64, 32)) for _ in range(2)]
+    assert fast_path.choose_blas_rows(linears, kept) == 2 and timed == [1, 2, 3]
+    (key, rows), = json.loads(kept.read_text()).items()
+    assert rows == 2 and f"{torch.get_num_threads()} threads" in key and torch.__version__ in key
+    assert fast_path.choose_blas_rows(linears, kept) == 2 and timed == [1, 2, 3]  # remembered in this process
+
+    fast_path._CHOSEN.clear()  # a new process
+    fresh = [PackedLinear(nn.Linear(64, 32)) for _ in range(2)]
+    assert fast_path.choose_blas_rows(fresh, kept) == 2 and timed == [1, 2, 3] and fresh[0].blas_rows == 2
+    other = [PackedLinear(nn.Linear(64, 48)) for _ in range(2)]  # other weights: measured, kept beside the first
+    assert fast_path.choose_blas_rows(other, kept) == 2 and timed == [1, 2, 3] * 2
+    assert len(json.loads(kept.read_text())) == 2
+
+    for damage in ("{not json", "[1, 2]", json.dumps({key: "many"})):
+        fast_path._CHOSEN.clear()
+        kept.write_text(damage)
+        timed.clear()
+        assert fast_path.choose_blas_rows(linears, kept) == 2 and timed == [1, 2, 3]
+        assert json.loads(kept.read_text())[key] == 2
 
 
 def test_training_takes_the_plain_product_with_gradients():
