@@ -35,7 +35,7 @@ LINK = [
     links.Param("ds-samples", "samples", int, limits=(0, 3)),
     links.Param("ds-answer", "answer", int, choices=lambda: range(16, 129, 16)),
     links.Param("ds-steps", "steps", int, choices=lambda: range(10, 601, 10)),
-    links.Param("ds-eval", "eval", int, limits=(1, 12)),
+    links.Param("ds-eval", "eval", int, limits=(0, 12)),
     links.Param("ds-race-tokens", "race", int, choices=lambda: quick.RACE_TOKENS),
 ]
 links.restore(LINK)
@@ -82,7 +82,8 @@ with st.sidebar:
     samples = st.slider("Sampled answers per prompt", 0, 3, 0, key="ds-samples")
     answer_tokens = st.slider("Answer length (tokens)", 16, 128, 48, 16, key="ds-answer")
     steps = st.slider("Training steps", 10, 600, 60, 10, key="ds-steps")
-    eval_prompts = st.slider("Evaluation prompts per workload", 1, 12, 1, key="ds-eval")
+    eval_prompts = st.slider("Evaluation prompts per workload", 0, 12, 1, key="ds-eval",
+                             help="0: no race; the new draft still appears in every picker (race it on Compare drafts)")
     race_tokens = st.select_slider("Race length (new tokens per prompt)", quick.RACE_TOKENS, quick.RACE_DEFAULT,
                                    key="ds-race-tokens",
                                    help="Longer races give steadier speedups and take longer")
@@ -107,7 +108,7 @@ def distil(job: str, cfg, what: str, **options) -> None:
     """Train in the measurement worker (it owns the target), drawing the loss curve as the steps come."""
     losses: list[dict] = []
     state["ds-result"] = {"name": name, "losses": losses, "evaluation": None, "gamma": 3 if head else 4,
-                          "race_tokens": race_tokens}
+                          "race_tokens": race_tokens, "trained": False}
     status = st.status("Waiting for the measurement worker…")
     bar, curve = st.progress(0.0, text="Training…"), st.empty()
 
@@ -124,6 +125,7 @@ def distil(job: str, cfg, what: str, **options) -> None:
     with controls.error_box(what):
         state["ds-result"]["evaluation"] = service.run_job(job, on_event, cfg=cfg, per_category=eval_prompts,
                                                            rivals=rivals, race_tokens=race_tokens, **options)
+        state["ds-result"]["trained"] = True
         status.update(label=f"Trained {name}", state="complete")
 
 
@@ -157,4 +159,7 @@ if result["evaluation"]:
     st.subheader(f"Against its rivals (greedy, γ={result['gamma']}, {result['race_tokens']} tokens, "
                  "evaluation prompts)")
     st.dataframe(training_charts.race_table(result["evaluation"]), hide_index=True)
+elif result.get("trained"):
+    st.info("Not raced (0 evaluation prompts per workload). Race it against other drafts on **Compare drafts**.")
+if result.get("trained"):
     st.success(f"**{result['name']}** is saved in {user_drafts_dir()} and now appears in every draft picker.")

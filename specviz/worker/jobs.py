@@ -128,7 +128,8 @@ def distil_head(ctx: Context, cfg, per_category: int, rivals: list[str] | None =
         cfg = replace(cfg, feature_layers=train_head.three_depths(target.model.config.num_hidden_layers))
     folder = train_head.train_head(cfg, target, progress=False, say=lambda text: ctx.emit(("say", text)),
                                    on_step=lambda row: ctx.emit(("step", row)))
-    ctx.emit(("say", "Racing the new head against its rivals on evaluation prompts…"))
+    if per_category > 0:
+        ctx.emit(("say", "Racing the new head against its rivals on evaluation prompts…"))
     return quick.race_head(folder, target, per_category, rivals, race_tokens)
 
 
@@ -141,7 +142,8 @@ def distil_draft(ctx: Context, cfg, per_category: int, rivals: list[str] | None 
     data = quick.draft_data(cfg, target)
     ctx.emit(("say", f"Data: {len(data.sequences)} answers, {data.answer_tokens:,} tokens"))
     folder = quick.train_draft(cfg, target, data, lambda row: ctx.emit(("step", row)))
-    ctx.emit(("say", "Racing the new draft against its rivals on evaluation prompts…"))
+    if per_category > 0:
+        ctx.emit(("say", "Racing the new draft against its rivals on evaluation prompts…"))
     return quick.race_draft(folder, target, per_category, rivals, race_tokens)
 
 

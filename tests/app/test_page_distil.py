@@ -2,7 +2,9 @@
 
 The page always distils for the embedded SmolLM2 target, so this is slow: the target answers 14
 training prompts (2 per workload, 16 tokens), a 1-layer, 64-wide draft trains for 10 steps, and the
-race measures it alone on 7 evaluation prompts, 16 tokens each (each rival would add 7 more comparisons). Everything
+race measures it alone on 7 evaluation prompts, 16 tokens each (each rival would add 7 more comparisons). The head
+is trained the same way and not raced (0 evaluation prompts): its race is the draft's with two drafters, and took 47 of
+the test's 92 s. Everything
 the page writes (data, checkpoints, the new draft) goes to a temporary SPECVIZ_CACHE, never to ~/.cache/specviz;
 only the converted target is reused from the real cache, through a symlink.
 """
@@ -105,9 +107,10 @@ def test_distil_page_trains_races_and_adds_the_draft_to_every_picker(cache):
     assert NAME in compare.multiselect(key="cmp-drafts").options
 
 
-def test_distil_page_trains_a_draft_head_with_a_live_curve_and_races_it(cache):
-    """Head mode: the target answers 7 prompts (16 tokens), reads no documents, 10 steps, the race on 7 prompts. The
-    head reads three of the target's hidden states, fused (EAGLE-3)."""
+def test_distil_page_trains_a_draft_head_with_a_live_curve_and_no_race_when_asked(cache):
+    """Head mode: the target answers 7 prompts (16 tokens), reads no documents, 10 steps. The head reads three of the
+    target's hidden states, fused (EAGLE-3). 0 evaluation prompts: no race, and the head is still offered
+    everywhere."""
     name = "my-head-fused-0k-s10"
     at = AppTest.from_file(PAGE, default_timeout=900).run()
     at.radio(key="ds-kind").set_value("draft head").run()
@@ -117,10 +120,8 @@ def test_distil_page_trains_a_draft_head_with_a_live_curve_and_races_it(cache):
     at.slider(key="ds-samples").set_value(0)
     at.slider(key="ds-answer").set_value(16)
     at.slider(key="ds-steps").set_value(10)
-    at.slider(key="ds-eval").set_value(1)
-    at.select_slider(key="ds-race-tokens").set_value(16)
+    at.slider(key="ds-eval").set_value(0)
     assert "ngram" in at.multiselect(key="ds-rivals-head").value
-    at.multiselect(key="ds-rivals-head").set_value([])  # the head alone and behind ngram: no rival to wait for
     at.run()
     assert at.button(key="ds-run").label == f"Distil {name}"
     at.button(key="ds-run").click().run()
@@ -130,9 +131,8 @@ def test_distil_page_trains_a_draft_head_with_a_live_curve_and_races_it(cache):
     curve = json.loads(at.get("plotly_chart")[0].proto.spec)
     loss = next(d for d in curve["data"] if d["name"] == "loss")
     assert values(loss, "x") == list(range(10)) and all(math.isfinite(y) and y > 0 for y in values(loss, "y"))
-    table = at.dataframe[0].value
-    assert table["draft"].tolist() == [name, f"ngram+{name}"]
-    assert all(v.endswith("/7") for v in table["identical"]), "lossless on every evaluation prompt"
+    assert not at.dataframe and any("Not raced" in i.value for i in at.info)
+    assert any(name in s.value for s in at.success)
     assert json.loads((cache / "drafts" / name / "head.json").read_text())["shape"]["layers"] == [3, 15, 30]
     rounds = AppTest.from_file(str(ROOT / "pages" / "1_Rounds.py"), default_timeout=60).run()
     assert {name, f"ngram+{name}"} <= set(rounds.selectbox(key="rounds-draft").options)
