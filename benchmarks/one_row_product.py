@@ -24,9 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from profile_verify import timings  # noqa: E402
 
-from specviz.fast_path import BLAS_ROWS_ENV, GrowingCache, blas_rows, products_text  # noqa: E402
+from specviz.fast_path import GrowingCache  # noqa: E402
 from specviz.lab.measure import machine  # noqa: E402
 from specviz.models import load_model  # noqa: E402
+from specviz.products import BLAS_ROWS_ENV, blas_rows, products_text  # noqa: E402
 
 SHOWN = (1, 2, 3, 4, 6, 8)
 

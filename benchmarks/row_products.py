@@ -1,9 +1,9 @@
 """The products of one forward over the target's weights, by rows: torch's BLAS (`F.linear`) against oneDNN's
 packed weights, packed with no size given and for 8, 16 and 32 rows.
 
-SpecViz's fast path (specviz.fast_path) packs every weight for PACK_ROWS rows and, at load, gives forwards of up to
-`choose_blas_rows` rows to the BLAS where it is clearly faster. This script shows the table that choice reads: the
-best of --repeats passes over all 211 products of SmolLM2-135M (513 MB of fp32 weights, more than any cache), each
+SpecViz's fast path (specviz.fast_path) packs every weight for PACK_ROWS rows and gives forwards of up to
+`products.choose_blas_rows` rows to the BLAS where it is clearly faster. This script shows the table that choice reads:
+the best of --repeats passes over all 211 products of SmolLM2-135M (513 MB of fp32 weights, more than any cache), each
 product and row count in turn.
 
     python benchmarks/row_products.py --rows 1,2,3,4,5,6,7,8,9,16,33 > benchmarks/results/row-products-CPU.txt

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from .. import fast_path
+from .. import products
 from ..clock import Clock
 from ..comparison import Comparison
 from ..config import ConfigError, Decoding
@@ -225,7 +225,7 @@ def median(values: list[float]) -> float:
 
 def machine(device: torch.device | str = "cpu", model=None) -> str:
     """The hardware a timing was taken on, in words (it goes beside every published figure); with the target's
-    `model`, also the products its forwards take on a CPU (`fast_path.choose_blas_rows`)."""
+    `model`, also the products its forwards take on a CPU (`products.choose_blas_rows`)."""
     device = torch.device(device)
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
@@ -237,8 +237,8 @@ def machine(device: torch.device | str = "cpu", model=None) -> str:
                     name = line.split(":", 1)[1].strip()
                     break
         name = f"{name}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads"
-        if (rows := fast_path.blas_rows(model)) is not None:
-            name += f", {fast_path.products_text(rows)}"
+        if (rows := products.blas_rows(model)) is not None:
+            name += f", {products.products_text(rows)}"
     return f"{name}; torch {torch.__version__}"
 
 

@@ -1,6 +1,7 @@
 """End to end on the embedded SmolLM2-135M-Instruct (fp32, CPU): the product's own promises."""
 
 import json
+import re
 
 import pytest
 import torch
@@ -91,7 +92,8 @@ def test_cli_run_prints_rounds_and_figures(capsys):
     assert main(["run", "--draft", "ngram", "--prompt", "Say hello twice.", "--max-new-tokens", "8",
                  "--pairs", "2"]) == 0
     out = capsys.readouterr().out
-    assert "over 2 pairs" in out and "measured speedup" in out and "identical to target alone" in out and "|" in out
+    assert re.search(r"over \d pairs", out), out  # 2, or more on a busy machine
+    assert "measured speedup" in out and "identical to target alone" in out and "|" in out
 
 
 # Layer-skip's trees are checked on the tiny pair (tests/core/test_trees.py) and its chains on this one: here its tree

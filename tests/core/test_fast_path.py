@@ -95,15 +95,15 @@ def test_a_product_made_under_inference_mode_packs_and_runs():
 def test_few_rows_take_the_blas_as_chosen_and_more_rows_take_onednn(monkeypatch):
     """Inputs of up to the chosen number of rows take the BLAS's F.linear; more rows take oneDNN; 0 is oneDNN
     throughout. The older switch SPECVIZ_ONE_ROW=blas / onednn means 1 / 0."""
-    from specviz import fast_path
+    from specviz import products
 
     torch.manual_seed(0)
     linears = [PackedLinear(nn.Linear(48, 80)) for _ in range(3)]
     calls = []
     real = torch.ops.mkldnn._linear_pointwise
-    monkeypatch.setattr(fast_path.torch.ops.mkldnn, "_linear_pointwise", lambda *a: calls.append(1) or real(*a))
-    monkeypatch.setenv(fast_path.BLAS_ROWS_ENV, "3")
-    assert fast_path.choose_blas_rows(linears) == 3 and all(m.blas_rows == 3 for m in linears)
+    monkeypatch.setattr(products.torch.ops.mkldnn, "_linear_pointwise", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setenv(products.BLAS_ROWS_ENV, "3")
+    assert products.choose_blas_rows(linears) == 3 and all(m.blas_rows == 3 for m in linears)
     x = torch.randn(4, 48)
     with torch.inference_mode():
         for few in (x[:1], x[0], x[:1][None], x[:3], x[:3][None]):  # 1 row (as a row, a vector, a batch), 3 rows
@@ -111,18 +111,18 @@ def test_few_rows_take_the_blas_as_chosen_and_more_rows_take_onednn(monkeypatch)
         assert calls == []
         assert torch.allclose(linears[0](x), F.linear(x, linears[0].weight, linears[0].bias), atol=1e-5)
         assert calls == [1]
-    monkeypatch.setenv(fast_path.BLAS_ROWS_ENV, "0")
-    assert fast_path.choose_blas_rows(linears) == 0 and not any(m.blas_rows for m in linears)
+    monkeypatch.setenv(products.BLAS_ROWS_ENV, "0")
+    assert products.choose_blas_rows(linears) == 0 and not any(m.blas_rows for m in linears)
     with torch.inference_mode():
         linears[0](x[:1])
     assert calls == [1, 1]
-    monkeypatch.delenv(fast_path.BLAS_ROWS_ENV)
+    monkeypatch.delenv(products.BLAS_ROWS_ENV)
     for old, rows in (("blas", 1), ("onednn", 0)):
-        monkeypatch.setenv(fast_path.ONE_ROW_ENV, old)
-        assert fast_path.choose_blas_rows(linears) == rows
-    assert fast_path.products_text(0) == "products oneDNN"
-    assert fast_path.products_text(1) == "products BLAS for 1 row, oneDNN above"
-    assert fast_path.products_text(3) == "products BLAS for 1-3 rows, oneDNN above"
+        monkeypatch.setenv(products.ONE_ROW_ENV, old)
+        assert products.choose_blas_rows(linears) == rows
+    assert products.products_text(0) == "products oneDNN"
+    assert products.products_text(1) == "products BLAS for 1 row, oneDNN above"
+    assert products.products_text(3) == "products BLAS for 1-3 rows, oneDNN above"
 
 
 @pytest.mark.parametrize("name, value", [("SPECVIZ_BLAS_ROWS", "fastest please"), ("SPECVIZ_BLAS_ROWS", "99"),
@@ -130,14 +130,14 @@ def test_few_rows_take_the_blas_as_chosen_and_more_rows_take_onednn(monkeypatch)
 def test_a_tiny_model_keeps_onednn_without_measuring(monkeypatch, caplog, name, value):
     """Under SMALL_MODEL_BYTES of weights nothing is timed (the tests' models stay as they were); a bad value of a
     switch is said in the log and measuring decides."""
-    from specviz import fast_path
+    from specviz import products
 
-    monkeypatch.delenv(fast_path.BLAS_ROWS_ENV, raising=False)
-    monkeypatch.delenv(fast_path.ONE_ROW_ENV, raising=False)
+    monkeypatch.delenv(products.BLAS_ROWS_ENV, raising=False)
+    monkeypatch.delenv(products.ONE_ROW_ENV, raising=False)
     monkeypatch.setenv(name, value)
-    monkeypatch.setattr(fast_path.time, "perf_counter", lambda: pytest.fail("a tiny model was timed"))
+    monkeypatch.setattr(products.time, "perf_counter", lambda: pytest.fail("a tiny model was timed"))
     linears = [PackedLinear(nn.Linear(64, 64)) for _ in range(4)]
-    assert fast_path.choose_blas_rows(linears) == 0
+    assert products.choose_blas_rows(linears) == 0
     assert not any(m.blas_rows for m in linears)
     assert f"{name}={value!r} is " in caplog.text
 
@@ -146,11 +146,11 @@ def test_a_tiny_model_keeps_onednn_without_measuring(monkeypatch, caplog, name, 
 def test_the_measured_choice_times_both_products_in_turn_row_count_by_row_count(monkeypatch):
     """Over SMALL_MODEL_BYTES, three passes of each product in turn, for 1 row, then 2, …: the BLAS keeps a row count
     only while it is clearly faster, and the first count where it is not ends the search."""
-    from specviz import fast_path
+    from specviz import products
 
-    monkeypatch.delenv(fast_path.BLAS_ROWS_ENV, raising=False)
-    monkeypatch.delenv(fast_path.ONE_ROW_ENV, raising=False)
-    monkeypatch.setattr(fast_path, "SMALL_MODEL_BYTES", 0)
+    monkeypatch.delenv(products.BLAS_ROWS_ENV, raising=False)
+    monkeypatch.delenv(products.ONE_ROW_ENV, raising=False)
+    monkeypatch.setattr(products, "SMALL_MODEL_BYTES", 0)
     linears = [PackedLinear(nn.Linear(64, 64)) for _ in range(2)]
     order, now = [], [0.0]
     blas_cost = {1: 0.5, 2: 0.8, 3: 1.0}  # a pass's seconds against oneDNN's 1.0: clearly faster at 1 and 2 rows
@@ -165,10 +165,10 @@ def test_the_measured_choice_times_both_products_in_turn_row_count_by_row_count(
         now[0] += 1.0 / len(linears)
         return x @ linears[0].weight.T
 
-    monkeypatch.setattr(fast_path.F, "linear", blas)
-    monkeypatch.setattr(fast_path.torch.ops.mkldnn, "_linear_pointwise", onednn)
-    monkeypatch.setattr(fast_path.time, "perf_counter", lambda: now[0])
-    assert fast_path.choose_blas_rows(linears) == 2
+    monkeypatch.setattr(products.F, "linear", blas)
+    monkeypatch.setattr(products.torch.ops.mkldnn, "_linear_pointwise", onednn)
+    monkeypatch.setattr(products.time, "perf_counter", lambda: now[0])
+    assert products.choose_blas_rows(linears) == 2
     assert order == [(kind, rows) for rows in (1, 2, 3) for _ in range(3) for kind in ("blas", "onednn")
                      for _ in linears]
 
@@ -177,33 +177,33 @@ def test_the_measured_choice_times_both_products_in_turn_row_count_by_row_count(
 def test_a_measured_choice_is_kept_for_later_loads_and_a_damaged_file_is_measured_again(monkeypatch, tmp_path):
     """The file given keeps each choice by machine, torch, threads and weights: a later load (another process: the
     in-process memory is cleared) reads it and times nothing; a file that cannot be read is measured and rewritten."""
-    from specviz import fast_path
+    from specviz import products
 
-    monkeypatch.delenv(fast_path.BLAS_ROWS_ENV, raising=False)
-    monkeypatch.delenv(fast_path.ONE_ROW_ENV, raising=False)
-    monkeypatch.setattr(fast_path, "SMALL_MODEL_BYTES", 0)
-    monkeypatch.setattr(fast_path, "_CHOSEN", {})
+    monkeypatch.delenv(products.BLAS_ROWS_ENV, raising=False)
+    monkeypatch.delenv(products.ONE_ROW_ENV, raising=False)
+    monkeypatch.setattr(products, "SMALL_MODEL_BYTES", 0)
+    monkeypatch.setattr(products, "_CHOSEN", {})
     timed = []
-    monkeypatch.setattr(fast_path, "_blas_faster", lambda chosen, rows: timed.append(rows) or rows < 3)
+    monkeypatch.setattr(products, "_blas_faster", lambda chosen, rows: timed.append(rows) or rows < 3)
     kept = tmp_path / "cache" / "fast-path.json"
     linears = [PackedLinear(nn.Linear(64, 32)) for _ in range(2)]
-    assert fast_path.choose_blas_rows(linears, kept) == 2 and timed == [1, 2, 3]
+    assert products.choose_blas_rows(linears, kept) == 2 and timed == [1, 2, 3]
     (key, rows), = json.loads(kept.read_text()).items()
     assert rows == 2 and f"{torch.get_num_threads()} threads" in key and torch.__version__ in key
-    assert fast_path.choose_blas_rows(linears, kept) == 2 and timed == [1, 2, 3]  # remembered in this process
+    assert products.choose_blas_rows(linears, kept) == 2 and timed == [1, 2, 3]  # remembered in this process
 
-    fast_path._CHOSEN.clear()  # a new process
+    products._CHOSEN.clear()  # a new process
     fresh = [PackedLinear(nn.Linear(64, 32)) for _ in range(2)]
-    assert fast_path.choose_blas_rows(fresh, kept) == 2 and timed == [1, 2, 3] and fresh[0].blas_rows == 2
+    assert products.choose_blas_rows(fresh, kept) == 2 and timed == [1, 2, 3] and fresh[0].blas_rows == 2
     other = [PackedLinear(nn.Linear(64, 48)) for _ in range(2)]  # other weights: measured, kept beside the first
-    assert fast_path.choose_blas_rows(other, kept) == 2 and timed == [1, 2, 3] * 2
+    assert products.choose_blas_rows(other, kept) == 2 and timed == [1, 2, 3] * 2
     assert len(json.loads(kept.read_text())) == 2
 
     for damage in ("{not json", "[1, 2]", json.dumps({key: "many"})):
-        fast_path._CHOSEN.clear()
+        products._CHOSEN.clear()
         kept.write_text(damage)
         timed.clear()
-        assert fast_path.choose_blas_rows(linears, kept) == 2 and timed == [1, 2, 3]
+        assert products.choose_blas_rows(linears, kept) == 2 and timed == [1, 2, 3]
         assert json.loads(kept.read_text())[key] == 2
 
 
