@@ -70,20 +70,29 @@ _CHOSEN: dict[str, int] = {}  # choices made in this process, by `_choice_key`
 
 
 def _choice_key(timed: list[nn.Linear]) -> str:
-    """What a choice holds for: this CPU, this torch and its threads, and the shapes of the weights timed."""
+    """What a choice holds for: this CPU (its name and, as a virtual machine's name can be generic, its instruction
+    sets), this torch and its threads, and the shapes of the weights timed."""
     shapes = ",".join(f"{linear.out_features}x{linear.in_features}" for linear in timed)
-    return (f"{_cpu_name()} | torch {torch.__version__} | {torch.get_num_threads()} threads | "
-            f"{hashlib.sha1(shapes.encode()).hexdigest()[:12]}")
+    name, flags = _cpu()
+    return (f"{name} ({_digest(flags)}) | torch {torch.__version__} | {torch.get_num_threads()} threads | "
+            f"{_digest(shapes)}")
 
 
-def _cpu_name() -> str:
+def _digest(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
+def _cpu() -> tuple[str, str]:
+    """The CPU's model name and its flags (Linux's /proc/cpuinfo; elsewhere what `platform` says)."""
+    found = {}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+            field, _, value = line.partition(":")
+            found.setdefault(field.strip(), value.strip())
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return (found.get("model name") or platform.processor() or platform.machine(),
+            found.get("flags", platform.machine()))
 
 
 def _kept(remember: Path | None, key: str) -> int | None:
@@ -95,7 +104,7 @@ def _kept(remember: Path | None, key: str) -> int | None:
         rows = json.loads(remember.read_text()).get(key)
     except (OSError, ValueError, AttributeError):
         return None
-    return rows if isinstance(rows, int) and 0 <= rows <= MAX_BLAS_ROWS else None
+    return rows if type(rows) is int and 0 <= rows <= MAX_BLAS_ROWS else None  # not a bool
 
 
 def _keep(remember: Path | None, key: str, rows: int) -> None:

@@ -199,7 +199,7 @@ def test_a_measured_choice_is_kept_for_later_loads_and_a_damaged_file_is_measure
     assert products.choose_blas_rows(other, kept) == 2 and timed == [1, 2, 3] * 2
     assert len(json.loads(kept.read_text())) == 2
 
-    for damage in ("{not json", "[1, 2]", json.dumps({key: "many"})):
+    for damage in ("{not json", "[1, 2]", json.dumps({key: "many"}), json.dumps({key: True})):
         products._CHOSEN.clear()
         kept.write_text(damage)
         timed.clear()
