@@ -27,7 +27,7 @@ def test_home_shows_the_recorded_run_and_runs_live(one_pair):
     assert any("Identical to the target alone" in s.value for s in at.success)
 
 
-def test_rounds_run_replay_and_bad_input_keeps_results():
+def test_rounds_run_replay_and_bad_input_keeps_results(monkeypatch):
     at = AppTest.from_file("../../pages/1_Rounds.py", default_timeout=300).run()
     assert not at.exception
     assert any("recorded by the project" in i.value for i in at.info)
@@ -46,10 +46,13 @@ def test_rounds_run_replay_and_bad_input_keeps_results():
     body = _html(at)
     assert "p (target)" in body and "sv-timeline" in body
 
-    # Live: changing γ re-runs the whole comparison (a baseline timed earlier is never reused: each run pairs its own).
+    # Live: changing γ re-runs the whole comparison (a baseline timed earlier is never reused: each run pairs its own),
+    # here in one pair: the default's pairs were checked above.
+    monkeypatch.setenv("SPECVIZ_PAIRS", "1")
     at.slider(key="rounds-gamma").set_value(2).run()
     again = at.session_state["rounds-result"]
     assert again.spec.settings["gamma"] == 2 and again.baseline is not result.baseline and again.identical
+    assert again.pairs == 1 + BUSY_PAIRS * (statistics.median(again.other_work[:1]) > NOTICEABLE_SHARE)
     assert again.baseline.output_ids == result.baseline.output_ids
 
     # Replay: stepping back shows fewer rounds.
