@@ -64,3 +64,14 @@ def test_theory(page, app_url):
     expect(page.locator('[data-testid="stPlotlyChart"] .main-svg').first).to_be_attached()
     no_exception(page)
     screenshot(page, "theory")
+
+
+def test_distil_takes_zero_evaluation_prompts_from_a_link(page, app_url):
+    """The Distil page's race can be left out (0 evaluation prompts per workload): a link sets it, the slider shows it
+    and says what it means. (Training without a race, end to end: tests/app/test_page_distil.py.)"""
+    page.goto(f"{app_url}/Distil?eval=0")
+    wait_idle(page)
+    slider = page.get_by_role("slider", name="Evaluation prompts per workload")
+    expect(slider).to_have_attribute("aria-valuetext", "0")
+    no_exception(page)
+    screenshot(page, "distil_no_race")
