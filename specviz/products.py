@@ -73,7 +73,7 @@ def _choice_key(timed: list[nn.Linear]) -> str:
     """What a choice holds for: this CPU (its name and, as a virtual machine's name can be generic, its instruction
     sets), this torch and its threads, and the shapes of the weights timed."""
     shapes = ",".join(f"{linear.out_features}x{linear.in_features}" for linear in timed)
-    name, flags = _cpu()
+    name, flags = cpu()
     return (f"{name} ({_digest(flags)}) | torch {torch.__version__} | {torch.get_num_threads()} threads | "
             f"{_digest(shapes)}")
 
@@ -82,7 +82,7 @@ def _digest(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
-def _cpu() -> tuple[str, str]:
+def cpu() -> tuple[str, str]:
     """The CPU's model name and its flags (Linux's /proc/cpuinfo; elsewhere what `platform` says)."""
     found = {}
     try:

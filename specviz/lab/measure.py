@@ -13,10 +13,8 @@ every comparison pairs its own.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
-import platform
 import statistics
 from collections.abc import Callable
 from dataclasses import replace
@@ -230,13 +228,7 @@ def machine(device: torch.device | str = "cpu", model=None) -> str:
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
     else:
-        name = platform.processor() or platform.machine()
-        with contextlib.suppress(OSError):
-            for line in Path("/proc/cpuinfo").read_text().splitlines():
-                if line.startswith("model name"):
-                    name = line.split(":", 1)[1].strip()
-                    break
-        name = f"{name}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads"
+        name = f"{products.cpu()[0]}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads"
         if (rows := products.blas_rows(model)) is not None:
             name += f", {products.products_text(rows)}"
     return f"{name}; torch {torch.__version__}"

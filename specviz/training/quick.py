@@ -66,19 +66,19 @@ def _rivals(names: list[str] | None, head: bool) -> list[str | Path]:
 
 def race_head(folder: Path, target: LoadedModel, per_category: int,
               rivals: list[str] | None = None, tokens: int = RACE_DEFAULT) -> dict[str, dict]:
-    """The new head, alone and behind n-gram lookup, against its rivals (greedy, γ=3, `tokens` new tokens); no race
-    (an empty result) for 0 evaluation prompts per workload."""
-    if per_category <= 0:
-        return {}
-    return measure_drafts([folder, f"ngram+head:{folder}", *_rivals(rivals, head=True)], target,
-                          eval_prompts(per_category), Decoding(gamma=3, max_new_tokens=tokens), progress=False)
+    """The new head, alone and behind n-gram lookup, against its rivals (greedy, γ=3, `tokens` new tokens)."""
+    return _race([folder, f"ngram+head:{folder}", *_rivals(rivals, head=True)], target, per_category, 3, tokens)
 
 
 def race_draft(folder: Path, target: LoadedModel, per_category: int,
                rivals: list[str] | None = None, tokens: int = RACE_DEFAULT) -> dict[str, dict]:
-    """The new draft against its rivals (greedy, γ=4, `tokens` new tokens); no race (an empty result) for 0
-    evaluation prompts per workload."""
+    """The new draft against its rivals (greedy, γ=4, `tokens` new tokens)."""
+    return _race([folder, *_rivals(rivals, head=False)], target, per_category, 4, tokens)
+
+
+def _race(drafts: list, target: LoadedModel, per_category: int, gamma: int, tokens: int) -> dict[str, dict]:
+    """The drafts timed on `per_category` evaluation prompts of each workload; no race (an empty result) for 0."""
     if per_category <= 0:
         return {}
-    return measure_drafts([folder, *_rivals(rivals, head=False)], target, eval_prompts(per_category),
-                          Decoding(gamma=4, max_new_tokens=tokens), progress=False)
+    return measure_drafts(drafts, target, eval_prompts(per_category), Decoding(gamma=gamma, max_new_tokens=tokens),
+                          progress=False)
