@@ -24,6 +24,7 @@ from specviz.drafters import build_drafter
 from specviz.errors import ModelLoadError
 from specviz.models import LoadedModel
 
+import apptest_waits
 from tiny import FOREIGN_WORDS, PADDED_ROWS, PROMPTS, VOCAB, WORDS, make_tokenizer, padded_copy, tiny_llama, wrap  # noqa: F401
 
 BROWSER_TESTS = Path(__file__).resolve().parent / "browser"
@@ -76,6 +77,7 @@ def pytest_configure(config):
         return convert_or_find(key, *args, **kwargs)
 
     specviz.models.embedded_folder = counted
+    apptest_waits.install()
 
 
 def pytest_runtest_setup(item):
