@@ -21,9 +21,11 @@ def test_home_shows_the_recorded_run_and_runs_live(one_pair):
     at = AppTest.from_file("../../app.py", default_timeout=300).run()
     assert not at.exception
     assert "sv-accepted" in _html(at) and "sv-resampled" in _html(at)  # the recorded run, before any model call
+    at.select_slider(key="home-tokens").set_value(16).run()  # the shortest live run: the flow is under test
     at.button(key="home-run").click().run()
     assert not at.exception and not at.error
-    assert at.session_state["home-result"].identical
+    result = at.session_state["home-result"]
+    assert result.identical and result.spec.settings["max_new_tokens"] == 16
     assert any("Identical to the target alone" in s.value for s in at.success)
 
 

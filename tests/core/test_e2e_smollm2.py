@@ -44,16 +44,19 @@ def prompts():
 
 
 def test_baseline_is_the_targets_own_greedy_output(smol, prompts):
-    """Our target-alone loop gives exactly what transformers' greedy generate gives."""
+    """Our target-alone loop gives exactly what transformers' greedy generate gives (one prompt: the loop's
+    prompt handling is the same for all; every draft below is checked against this loop on three)."""
     settings = Decoding(max_new_tokens=24)
-    for prompt in prompts[:2]:
+    for prompt in prompts[1:2]:
         ours = generate(smol, None, prompt, settings)
         ids = torch.tensor([encode(smol.tokenizer, prompt)])
         theirs = smol.model.generate(ids, max_new_tokens=24, do_sample=False)[0, ids.shape[1]:].tolist()
         assert ours.output_ids == theirs
 
 
-@pytest.mark.parametrize("draft", ["ngram", "layerskip:2", "target", "smol-head-v5"])
+# The target as its own draft ("target", every draft kept) is checked on the tiny pair (tests/core/test_loop.py): its
+# widest verification is no wider than these drafts' (γ + 1), and here it took 7 s of the module's 70.
+@pytest.mark.parametrize("draft", ["ngram", "layerskip:2", "smol-head-v5"])
 def test_greedy_speculative_output_is_identical(smol, prompts, baseline, draft):
     settings = Decoding(gamma=4, max_new_tokens=NEW_TOKENS)
     for prompt in prompts:
