@@ -203,10 +203,16 @@ def test_command_distils_evaluates_and_writes_the_model_card(target, tmp_path, c
 SHIPPED = sorted(p.name for p in SHIPPED_DRAFTS.glob("*") if (p / "config.json").is_file())
 
 
+@pytest.fixture(scope="module")
+def smol():
+    """The embedded target, loaded once for every shipped draft."""
+    return load_model("default")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", SHIPPED)
-def test_shipped_draft_loads_offline_by_name_and_drafts_for_the_default_target(name):
-    target = load_model("default")
+def test_shipped_draft_loads_offline_by_name_and_drafts_for_the_default_target(name, smol):
+    target = smol
     draft = load_model(name)  # found under assets/drafts, fp16 on disk, fp32 in memory
     assert draft.source == str(SHIPPED_DRAFTS / name)
     assert all(p.dtype == torch.float32 for p in draft.model.parameters())
