@@ -45,7 +45,7 @@ from transformers.cache_utils import DynamicLayer
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-from .products import choose_blas_rows
+from .products import choose_blas_rows, cpu
 
 GROUPED_SDPA = "specviz_grouped_sdpa"
 
@@ -163,10 +163,7 @@ def _time_rows(linears: dict, best: dict) -> None:
 
 
 def _cpu_has_bf16() -> bool:
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
+    flags = cpu()[1].split()
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 

@@ -7,6 +7,7 @@ choice is measured once per machine, torch, thread count and set of weights, and
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -82,6 +83,7 @@ def _digest(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
+@functools.cache  # the CPU does not change while the process runs
 def cpu() -> tuple[str, str]:
     """The CPU's model name and its flags (Linux's /proc/cpuinfo; elsewhere what `platform` says)."""
     found = {}

@@ -212,15 +212,14 @@ def smol():
 @pytest.mark.slow
 @pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_draft_loads_offline_by_name_and_drafts_for_the_default_target(name, smol):
-    target = smol
     draft = load_model(name)  # found under assets/drafts, fp16 on disk, fp32 in memory
     assert draft.source == str(SHIPPED_DRAFTS / name)
     assert all(p.dtype == torch.float32 for p in draft.model.parameters())
     assert (SHIPPED_DRAFTS / name / "README.md").read_text().count("| **all** |") == 1  # the card has its figures
     prompt = load_prompt_set("chat", split="eval")[0]["prompt"]
     settings = Decoding(gamma=4, max_new_tokens=32)
-    run = generate(target, build_drafter(name, target, load=lambda _: draft), prompt, settings)
-    assert run.output_ids == generate(target, None, prompt, settings).output_ids
+    run = generate(smol, build_drafter(name, smol, load=lambda _: draft), prompt, settings)
+    assert run.output_ids == generate(smol, None, prompt, settings).output_ids
     assert run.accepted > 0
 
 
