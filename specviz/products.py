@@ -20,6 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import busy
+
 
 def blas_rows(model) -> int | None:
     """Up to how many rows a prepared model's forwards take the BLAS (0: oneDNN for all); None off the fast path."""
@@ -41,7 +43,10 @@ def choose_blas_rows(linears: list[nn.Linear], remember: Path | None = None) -> 
 
     A choice is measured once per machine, torch, thread count and set of weights, then kept: in this process, and in
     the JSON file `remember` where one is given (the SpecViz cache's fast-path.json, for the embedded target's
-    every later load: a server, its measurement worker, each command). Delete the file to measure again.
+    every later load: a server, its measurement worker, each command). Delete the file to measure again. A choice
+    timed while other programs took a noticeable share of the machine (`busy`) is used in this process but not kept:
+    the two products slow down unequally on a busy machine, and a file written then would hold a wrong choice for
+    every later load (a test suite's loads once kept 1 row on a Xeon where a quiet machine chooses 3).
 
     Which is faster depends on the CPU's BLAS. On this project's AMD EPYC, the BLAS read the weights about half as
     fast as oneDNN, even for one row. On an Intel Xeon (2 cores, KVM), over the target's weights, the BLAS took 21,
@@ -56,10 +61,16 @@ def choose_blas_rows(linears: list[nn.Linear], remember: Path | None = None) -> 
         if rows is None:
             rows = _kept(remember, key)
         if rows is None:
-            rows = 0
+            before, rows = busy.read(), 0
             while rows < MAX_BLAS_ROWS and _blas_faster(timed, rows + 1):
                 rows += 1
-            _keep(remember, key, rows)
+            others = busy.between(before, busy.read())
+            if others is not None and others.share > busy.NOTICEABLE_SHARE:
+                logging.getLogger("specviz").warning(
+                    "the fast path's choice (%s) was timed while other programs took %.0f%% of the machine: used in "
+                    "this process, not kept", products_text(rows), 100 * others.share)
+            else:
+                _keep(remember, key, rows)
         if key:
             _CHOSEN[key] = rows
     for linear in linears:

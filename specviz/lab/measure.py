@@ -22,7 +22,8 @@ from pathlib import Path
 
 import torch
 
-from .. import products
+from .. import busy, products
+from ..busy import NOTICEABLE_SHARE
 from ..clock import Clock
 from ..comparison import Comparison
 from ..config import ConfigError, Decoding
@@ -30,13 +31,11 @@ from ..decode import encode_prompt, generate, rounds
 from ..drafters import Drafter
 from ..models import LoadedModel
 from ..records import Run
-from . import busy
 
 WARMUP_TOKENS = 4
 PAIRS = 3  # timed pairs of a comparison in the app and `run`: a median and a spread (bench times 1 per prompt)
 MAX_PAIRS = 9  # more pairs only make a learner wait
 BUSY_PAIRS = 2  # pairs the app and `run` add to a spread (2+ pairs) when other programs took a noticeable share
-NOTICEABLE_SHARE = 0.03  # that share: a quiet machine gives 0.1-0.3%, a server with busy visitors 3-9% (Xeon)
 
 
 def check_pairs(value: int | str, name: str = "pairs", low: int = 1, high: int = MAX_PAIRS) -> int:

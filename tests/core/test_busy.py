@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from specviz import busy
 from specviz.comparison import Comparison, dumps, loads
 from specviz.config import Decoding
 from specviz.drafters import build_drafter
-from specviz.lab import busy
 from specviz.lab.measure import busy_warning, compare
 
 LINUX = Path("/proc/stat").is_file()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 
 import pytest
 import torch
@@ -17,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import DynamicCache
 
+from specviz import busy
 from specviz.fast_path import GROUPED_SDPA, GrowingCache, PackedLinear, onednn_available, prepare
 from specviz.trees import keep_branch, target_attention
 
@@ -185,6 +187,7 @@ def test_a_measured_choice_is_kept_for_later_loads_and_a_damaged_file_is_measure
     monkeypatch.setattr(products, "_CHOSEN", {})
     timed = []
     monkeypatch.setattr(products, "_blas_faster", lambda chosen, rows: timed.append(rows) or rows < 3)
+    monkeypatch.setattr(products.busy, "between", lambda before, after: busy.OtherWork(share=0.001, niced=0.0))
     kept = tmp_path / "cache" / "fast-path.json"
     linears = [PackedLinear(nn.Linear(64, 32)) for _ in range(2)]
     assert products.choose_blas_rows(linears, kept) == 2 and timed == [1, 2, 3]
@@ -205,6 +208,34 @@ def test_a_measured_choice_is_kept_for_later_loads_and_a_damaged_file_is_measure
         timed.clear()
         assert products.choose_blas_rows(linears, kept) == 2 and timed == [1, 2, 3]
         assert json.loads(kept.read_text())[key] == 2
+
+
+@pytest.mark.skipif(not onednn_available(), reason="torch has no oneDNN here")
+def test_a_choice_timed_on_a_busy_machine_is_used_but_not_kept(monkeypatch, tmp_path, caplog):
+    """Other programs took 20% of the machine while the products were timed: the choice holds for this process, the
+    log says why it was not kept, and the next process measures again (and keeps a quiet choice)."""
+    from specviz import products
+
+    monkeypatch.delenv(products.BLAS_ROWS_ENV, raising=False)
+    monkeypatch.delenv(products.ONE_ROW_ENV, raising=False)
+    monkeypatch.setattr(products, "SMALL_MODEL_BYTES", 0)
+    monkeypatch.setattr(products, "_CHOSEN", {})
+    share = [0.2]
+    monkeypatch.setattr(products.busy, "between", lambda before, after: busy.OtherWork(share=share[0], niced=0.0))
+    monkeypatch.setattr(products, "_blas_faster", lambda chosen, rows: rows < 2)
+    kept = tmp_path / "fast-path.json"
+    linears = [PackedLinear(nn.Linear(64, 32)) for _ in range(2)]
+    with caplog.at_level(logging.WARNING, logger="specviz"):
+        assert products.choose_blas_rows(linears, kept) == 1 and linears[0].blas_rows == 1
+    assert not kept.exists()
+    assert "products BLAS for 1 row, oneDNN above" in caplog.text and "took 20% of the machine" in caplog.text
+    assert "not kept" in caplog.text
+
+    products._CHOSEN.clear()  # a new process, on a quiet machine: measured again, and kept
+    share[0] = 0.002
+    monkeypatch.setattr(products, "_blas_faster", lambda chosen, rows: rows < 4)
+    assert products.choose_blas_rows(linears, kept) == 3
+    assert list(json.loads(kept.read_text()).values()) == [3]
 
 
 def test_training_takes_the_plain_product_with_gradients():

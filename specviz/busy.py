@@ -4,7 +4,8 @@ A timing taken while something else runs is not a clean measurement, and pairing
 target alone reads all its weights for every token, so other work that competes for memory bandwidth slows it
 more than a speculative run, which reads them once per round. So each timed pair also records the share of the
 machine's CPU time that went to other processes (the hypervisor's steal included), and the figure is flagged when
-that share is large. `None` where /proc cannot be read (not Linux): nothing is claimed there.
+that share is large. The fast path's choice of products (`products.choose_blas_rows`) reads it too: a choice timed
+while other programs ran is used, not kept. `None` where /proc cannot be read (not Linux): nothing is claimed there.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BUSY_SHARE = 0.25  # other work above a quarter of the machine's CPU time: the figure is flagged
+NOTICEABLE_SHARE = 0.03  # a noticeable share: a quiet machine gives 0.1-0.3%, a server with busy visitors 3-9% (Xeon)
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
