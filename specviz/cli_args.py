@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .busy import NOTICEABLE_SHARE
 from .config import TREE_MODES, ConfigError, Decoding, Sampling, TreeShape, Verification
-from .lab.measure import BUSY_PAIRS, MAX_PAIRS, NOTICEABLE_SHARE, PAIRS, check_pairs
+from .lab.measure import BUSY_PAIRS, MAX_PAIRS, PAIRS, check_pairs
 from .models import DEFAULT_TARGET
 
 

@@ -23,7 +23,6 @@ from pathlib import Path
 import torch
 
 from .. import busy, products
-from ..busy import NOTICEABLE_SHARE
 from ..clock import Clock
 from ..comparison import Comparison
 from ..config import ConfigError, Decoding
@@ -81,7 +80,7 @@ def compare(
 ) -> Comparison:
     """The speculative run and the target alone timed side by side in `pairs` pairs, alternating which goes first.
 
-    busy_pairs: how many more pairs to time when other programs took more than NOTICEABLE_SHARE of the machine
+    busy_pairs: how many more pairs to time when other programs took more than busy.NOTICEABLE_SHARE of the machine
     while the pairs ran (the median of the pairs' shares); the app and `run` ask for BUSY_PAIRS, and the comparison
     records how many were added. Three pairs' range covers
     the median of their ratios only 3 times in 4, and a busy machine moves each pair more; five cover it 15 times
@@ -120,7 +119,7 @@ def compare(
 
 def _noticeable(others: list[float]) -> bool:
     """Whether the median of the shares of the machine other programs took, over the pairs so far, is noticeable."""
-    return bool(others) and statistics.median(others) > NOTICEABLE_SHARE
+    return bool(others) and statistics.median(others) > busy.NOTICEABLE_SHARE
 
 
 def side_by_side(target: LoadedModel, make_drafter: Callable[[], Drafter], prompt: str, settings: Decoding,

@@ -6,7 +6,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from specviz.app.views import figures
-from specviz.lab.measure import BUSY_PAIRS, NOTICEABLE_SHARE
+from specviz.busy import NOTICEABLE_SHARE
+from specviz.lab.measure import BUSY_PAIRS
 
 from app_helpers import chart_titles
 

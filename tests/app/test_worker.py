@@ -14,9 +14,10 @@ import time
 
 import pytest
 
+from specviz.busy import NOTICEABLE_SHARE
 from specviz.config import Decoding
 from specviz.errors import ModelLoadError
-from specviz.lab.measure import BUSY_PAIRS, NOTICEABLE_SHARE
+from specviz.lab.measure import BUSY_PAIRS
 from specviz.worker.process import Cancelled, Worker, WorkerDied, yield_to_parent, yield_to_the_worker
 
 SETTINGS = Decoding(gamma=3, max_new_tokens=12, chat=False)

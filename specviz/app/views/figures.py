@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from ...busy import NOTICEABLE_SHARE
 from ...comparison import Comparison
-from ...lab.measure import NOTICEABLE_SHARE, noise_warning, speedup_text, spread_text
+from ...lab.measure import noise_warning, speedup_text, spread_text
 
 
 def headline(c: Comparison) -> list[tuple[str, str, str]]:
