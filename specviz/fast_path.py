@@ -6,10 +6,12 @@ the stock path breaks it three ways (measured in benchmarks/profile_verify.py):
 
 - matrix products: on this project's AMD EPYC, the BLAS that torch's CPU build calls for `linear` reads
   the weights about half as fast as oneDNN does, and slower still for 2–8 rows than for one;
-  `PackedLinear` hands products to oneDNN with the weight packed once (for 8 rows), so 1–8 rows cost
-  about the same. Forwards of few rows (a plain step, a small verification) take the BLAS instead where it
-  is clearly faster on the machine, measured at the first load and kept (`products.choose_blas_rows`): on an Intel
-  Xeon it is, up to 3 rows; on the AMD EPYC it is not, even for one;
+  `PackedLinear` multiplies by a weight packed once at load, for oneDNN or for SpecViz's own panel
+  product (`panels`, built here from C), whichever is clearly faster for a verification's rows on the
+  machine (`products.choose_packs`): on an Intel Xeon the panels took 24 ms for 4 rows and 28 ms for 9
+  against oneDNN's 34 and 41, for a one-row step of 21. Forwards of few rows (a plain step, a small
+  verification) take the BLAS instead where it is clearly faster still (`products.choose_blas_rows`).
+  Both choices are measured at the first load and kept;
 - attention: for more than one query the stock function copies the keys and values of the whole
   context to give each query head its own (`repeat_kv`); `grouped_sdpa` instead lets each key/value
   head serve its group of query heads as extra query rows, which is the same arithmetic;
@@ -45,7 +47,8 @@ from transformers.cache_utils import DynamicLayer
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-from .products import choose_blas_rows, cpu
+from .panels import Panels
+from .products import PACK_ROWS, choose_blas_rows, choose_packs, cpu
 
 GROUPED_SDPA = "specviz_grouped_sdpa"
 
@@ -66,8 +69,9 @@ def prepare(model: nn.Module, device: torch.device, remember: Path | None = None
         packed = []
         for name, module in list(model.named_modules()):
             if type(module) is nn.Linear:
-                packed.append(PackedLinear(module))
+                packed.append(PackedLinear(module, pack=False))  # packed once the library is chosen
                 model.set_submodule(name, packed[-1])
+        model.specviz_packs = choose_packs(packed, remember)
         model.specviz_blas_rows = choose_blas_rows(packed, remember)
     return model
 
@@ -167,29 +171,36 @@ def _cpu_has_bf16() -> bool:
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
-PACK_ROWS = 8  # oneDNN packs each weight for products of this many rows: 1-8% faster than packed with no size,
-# for 1-33 rows, on an Intel Xeon (benchmarks/results/row-products-xeon.txt); a tree of 8 verifies 9 rows
-
-
 class PackedLinear(nn.Linear):
-    """An nn.Linear (same weight and bias parameters) whose inference forward runs oneDNN on a packed weight.
+    """An nn.Linear (same weight and bias parameters) whose inference forward multiplies by a packed copy of its weight:
+    oneDNN's, or the panel product's where the model's products take it (`products.choose_packs`).
 
     The packed copy is made again if the weight changes in place; training (gradients on), autocast
     and other dtypes take the plain `F.linear`.
     """
 
-    def __init__(self, linear: nn.Linear):
+    def __init__(self, linear: nn.Linear, pack: bool = True):
         nn.Module.__init__(self)
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.weight, self.bias = linear.weight, linear.bias  # shared: tied embeddings stay tied
         self.packed: torch.Tensor | None = None
         self.packed_version = -1
+        self.panels: Panels | None = None  # the panel product, where it was chosen (`use_panels`); None: oneDNN
         self.blas_rows = 0  # inputs of up to this many rows take F.linear (`choose_blas_rows`)
-        if self.weight.dtype in (torch.float32, torch.bfloat16):
+        if pack and self.weight.dtype in (torch.float32, torch.bfloat16):
             self._pack()  # now, at load, rather than inside the first timed forward
 
+    def use_panels(self, panels: Panels | None) -> None:
+        """Multiply by the panel product from now on (None: by oneDNN), packed for it now. fp32 weights only."""
+        panels = panels if self.weight.dtype == torch.float32 else None
+        if panels is not self.panels or self.packed is None:
+            self.panels = panels
+            self._pack()
+
     def _pack(self) -> None:
-        self.packed = torch.ops.mkldnn._reorder_linear_weight(self.weight.detach(), PACK_ROWS)
+        weight = self.weight.detach()
+        self.packed = (self.panels.pack(weight) if self.panels is not None
+                       else torch.ops.mkldnn._reorder_linear_weight(weight, PACK_ROWS))
         self.packed_version = self._weight_version()
 
     def _weight_version(self) -> int:
@@ -205,8 +216,14 @@ class PackedLinear(nn.Linear):
             return F.linear(x, self.weight, self.bias)
         if x.numel() <= self.blas_rows * self.in_features and x.dtype == torch.float32:
             return F.linear(x, self.weight, self.bias)
+        return self.packed_product(x)
+
+    def packed_product(self, x: torch.Tensor) -> torch.Tensor:
+        """x @ weight.T (+ bias) by the packed weight, whatever the rows (`products` times it against the BLAS)."""
         if self.packed is None or self.packed_version != self._weight_version():
             self._pack()
+        if self.panels is not None:
+            return self.panels.product(x, self.packed, self.out_features, self.bias)
         if x.dim() == 1:  # a single vector: oneDNN wants rows
             return torch.ops.mkldnn._linear_pointwise(x[None], self.packed, self.bias, "none", [], "")[0]
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")

@@ -1,8 +1,10 @@
-"""Which library computes a CPU forward's matrix products, by the number of rows: torch's BLAS or oneDNN.
+"""Which library computes a CPU forward's matrix products, by the number of rows: torch's BLAS, oneDNN or the panels.
 
-The fast path (`fast_path.PackedLinear`) keeps each weight packed for oneDNN, which reads it at the same speed for 1 to
-8 rows. Where the BLAS is clearly faster for few rows (a plain step, a small verification), those take the BLAS: the
-choice is measured once per machine, torch, thread count and set of weights, and kept (`choose_blas_rows`).
+The fast path (`fast_path.PackedLinear`) keeps each weight packed, for oneDNN or for SpecViz's panel product
+(`panels`), whichever is clearly faster for a verification's rows (`choose_packs`); both read a weight at about the
+same speed for one row as for several. Where the BLAS is clearly faster than that for few rows (a plain step, a small
+verification), those take the BLAS (`choose_blas_rows`). Each choice is measured once per machine, torch, thread
+count and set of weights, and kept.
 """
 
 from __future__ import annotations
@@ -20,19 +22,81 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import busy
+from . import busy, panels
 
 
 def blas_rows(model) -> int | None:
-    """Up to how many rows a prepared model's forwards take the BLAS (0: oneDNN for all); None off the fast path."""
+    """Up to how many rows a prepared model's forwards take the BLAS (0: the packed product for all); None off the
+    fast path."""
     return getattr(model, "specviz_blas_rows", None)
 
 
-def products_text(rows: int) -> str:
-    """`blas_rows` in words, as bench rows and v(N) files name it in `machine`."""
+def packs(model) -> str:
+    """The packed product a prepared model's forwards take above its BLAS rows: "onednn" or "panels"."""
+    return getattr(model, "specviz_packs", ONEDNN)
+
+
+ONEDNN, PANELS = "onednn", "panels"
+PACK_ROWS = 8  # oneDNN packs each weight for products of this many rows: 1-8% faster than packed with no size,
+# for 1-33 rows, on an Intel Xeon (benchmarks/results/row-products-xeon.txt); a tree of 8 verifies 9 rows
+PACKS_NAMES = {ONEDNN: "oneDNN", PANELS: "panels"}
+
+
+def products_text(rows: int, packed: str = ONEDNN) -> str:
+    """`blas_rows` and `packs` in words, as bench rows and v(N) files name them in `machine`."""
     if rows <= 0:
-        return "products oneDNN"
-    return f"products BLAS for {'1 row' if rows == 1 else f'1-{rows} rows'}, oneDNN above"
+        return f"products {PACKS_NAMES[packed]}"
+    return f"products BLAS for {'1 row' if rows == 1 else f'1-{rows} rows'}, {PACKS_NAMES[packed]} above"
+
+
+PACKS_ROWS = (4, 9)  # the packed products are timed on a chain of 3 drafts' rows and a tree of 8's
+
+
+def choose_packs(linears: list[nn.Linear], remember: Path | None = None) -> str:
+    """Which packed product a model's `linears` (fast_path.PackedLinear) take: the panel product (`panels`) where it
+    is built here and clearly faster than oneDNN (under 0.9 of its time, summed over PACKS_ROWS rows, the best of
+    three passes each, in turn), else oneDNN. Each linear is packed for it. Measured, kept and reused as
+    `choose_blas_rows` is (quiet machines only); SPECVIZ_PANELS=1 takes the panels without measuring, =0 never.
+
+    On an Intel Xeon (2 cores, KVM), over SmolLM2-135M's weights, 4 and 9 rows took 24 and 28 ms with the panels
+    against 34 and 41 ms with oneDNN; models under SMALL_MODEL_BYTES (the tests' tiny ones) are not timed: oneDNN."""
+    timed = _calibration_set(linears)
+    forced = os.environ.get(panels.SWITCH_ENV, "").strip() == "1"
+    built = panels.available(remember.parent if remember else None) if timed or forced else None
+    choice = ONEDNN
+    if built is not None:
+        if forced:
+            choice = PANELS
+        else:
+            key = f"packs | {_choice_key(timed)} | {built.path.stem}"
+            choice = _measured(key, remember, (ONEDNN, PANELS), lambda: _panels_faster(timed, built),
+                               lambda chosen: f"products {PACKS_NAMES[chosen]}")
+    for linear in linears:
+        linear.use_panels(built if choice == PANELS else None)
+    return choice
+
+
+def _panels_faster(timed: list[nn.Linear], built: panels.Panels) -> str:
+    packed = {ONEDNN: [torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), PACK_ROWS) for linear in timed],
+              PANELS: [built.pack(linear.weight) for linear in timed]}
+    best = dict.fromkeys(packed, 0.0)
+    with torch.inference_mode():
+        for rows in PACKS_ROWS:
+            inputs = {linear.in_features: torch.randn(rows, linear.in_features) for linear in timed}
+            fastest = dict.fromkeys(packed, float("inf"))
+            for _ in range(3):
+                for kind, weights in packed.items():
+                    start = time.perf_counter()
+                    for linear, weight in zip(timed, weights):
+                        x = inputs[linear.in_features]
+                        if kind == PANELS:
+                            built.product(x, weight, linear.out_features, linear.bias)
+                        else:
+                            torch.ops.mkldnn._linear_pointwise(x, weight, linear.bias, "none", [], "")
+                    fastest[kind] = min(fastest[kind], time.perf_counter() - start)
+            for kind in best:
+                best[kind] += fastest[kind]
+    return PANELS if best[PANELS] < 0.9 * best[ONEDNN] else ONEDNN
 
 
 def choose_blas_rows(linears: list[nn.Linear], remember: Path | None = None) -> int:
@@ -56,29 +120,47 @@ def choose_blas_rows(linears: list[nn.Linear], remember: Path | None = None) -> 
     rows = _switch()
     if rows is None:
         timed = _calibration_set(linears)
-        key = _choice_key(timed) if timed else ""
-        rows = _CHOSEN.get(key) if key else 0
-        if rows is None:
-            rows = _kept(remember, key)
-        if rows is None:
-            before, rows = busy.read(), 0
-            while rows < MAX_BLAS_ROWS and _blas_faster(timed, rows + 1):
-                rows += 1
-            others = busy.between(before, busy.read())
-            if others is not None and others.share > busy.NOTICEABLE_SHARE:
-                logging.getLogger("specviz").warning(
-                    "the fast path's choice (%s) was timed while other programs took %.0f%% of the machine: used in "
-                    "this process, not kept", products_text(rows), 100 * others.share)
-            else:
-                _keep(remember, key, rows)
-        if key:
-            _CHOSEN[key] = rows
+        rows = 0
+        if timed:
+            above = linears[0].panels is not None if linears else False
+            key = _choice_key(timed) + (" | against panels" if above else "")
+            rows = _measured(key, remember, range(MAX_BLAS_ROWS + 1), lambda: _blas_rows_measured(timed),
+                             lambda chosen: products_text(chosen, PANELS if above else ONEDNN))
     for linear in linears:
         linear.blas_rows = rows
     return rows
 
 
-_CHOSEN: dict[str, int] = {}  # choices made in this process, by `_choice_key`
+def _blas_rows_measured(timed: list[nn.Linear]) -> int:
+    rows = 0
+    while rows < MAX_BLAS_ROWS and _blas_faster(timed, rows + 1):
+        rows += 1
+    return rows
+
+
+def _measured(key: str, remember: Path | None, allowed, measure, text):
+    """The choice for `key`: made before in this process, or kept in the file `remember`, or else `measure()`d now
+    and kept (in the file only if the machine was quiet meanwhile: a busy machine slows products unequally, and a file
+    written then would hold a wrong choice for every later load). `allowed`: the values a kept choice may take;
+    `text(choice)` names it in the log."""
+    choice = _CHOSEN.get(key)
+    if choice is None:
+        choice = _kept(remember, key, allowed)
+    if choice is None:
+        before = busy.read()
+        choice = measure()
+        others = busy.between(before, busy.read())
+        if others is not None and others.share > busy.NOTICEABLE_SHARE:
+            logging.getLogger("specviz").warning(
+                "the fast path's choice (%s) was timed while other programs took %.0f%% of the machine: used in "
+                "this process, not kept", text(choice), 100 * others.share)
+        else:
+            _keep(remember, key, choice)
+    _CHOSEN[key] = choice
+    return choice
+
+
+_CHOSEN: dict[str, int | str] = {}  # choices made in this process, by key
 
 
 def _choice_key(timed: list[nn.Linear]) -> str:
@@ -108,19 +190,19 @@ def cpu() -> tuple[str, str]:
             found.get("flags", platform.machine()))
 
 
-def _kept(remember: Path | None, key: str) -> int | None:
-    """The rows kept for `key` in the file `remember`; None where there is none (or the file cannot be read: it is
-    measured again and the file rewritten)."""
+def _kept(remember: Path | None, key: str, allowed) -> int | str | None:
+    """The choice kept for `key` in the file `remember`, if it is one of `allowed`; None where there is none (or the
+    file cannot be read: it is measured again and the file rewritten)."""
     if remember is None:
         return None
     try:
-        rows = json.loads(remember.read_text()).get(key)
+        choice = json.loads(remember.read_text()).get(key)
     except (OSError, ValueError, AttributeError):
         return None
-    return rows if type(rows) is int and 0 <= rows <= MAX_BLAS_ROWS else None  # not a bool
+    return choice if type(choice) in (int, str) and choice in allowed else None  # not a bool
 
 
-def _keep(remember: Path | None, key: str, rows: int) -> None:
+def _keep(remember: Path | None, key: str, choice: int | str) -> None:
     if remember is None:
         return
     try:
@@ -128,7 +210,7 @@ def _keep(remember: Path | None, key: str, rows: int) -> None:
         kept = kept if isinstance(kept, dict) else {}
     except (OSError, ValueError):
         kept = {}
-    kept[key] = rows
+    kept[key] = choice
     try:
         remember.parent.mkdir(parents=True, exist_ok=True)
         partial = remember.with_name(f"{remember.name}.{os.getpid()}.tmp")
@@ -168,7 +250,7 @@ def _calibration_set(linears: list[nn.Linear]) -> list[nn.Linear]:
     under SMALL_MODEL_BYTES (the tests' tiny models are not timed)."""
     chosen, size = [], 0
     for linear in linears:
-        if linear.weight.dtype != torch.float32 or linear.packed is None:
+        if linear.weight.dtype != torch.float32:
             continue
         chosen.append(linear)
         size += linear.weight.numel() * 4
@@ -178,9 +260,9 @@ def _calibration_set(linears: list[nn.Linear]) -> list[nn.Linear]:
 
 
 def _blas_faster(chosen: list[nn.Linear], rows: int) -> bool:
-    """Whether fp32 products of `rows` rows over these weights take clearly less time with the BLAS than with oneDNN
-    (under 0.9 of it): the best of three passes each, taken in turn (about 0.2 s a row count for SmolLM2-135M on the
-    Xeon)."""
+    """Whether fp32 products of `rows` rows over these weights take clearly less time with the BLAS than with their
+    packed product (under 0.9 of it): the best of three passes each, taken in turn (about 0.2 s a row count for
+    SmolLM2-135M on the Xeon)."""
     inputs = {linear.in_features: torch.randn(rows, linear.in_features) for linear in chosen}
     best = {"blas": float("inf"), "onednn": float("inf")}
     with torch.inference_mode():
@@ -192,6 +274,6 @@ def _blas_faster(chosen: list[nn.Linear], rows: int) -> bool:
                     if kind == "blas":
                         F.linear(x, linear.weight, linear.bias)
                     else:
-                        torch.ops.mkldnn._linear_pointwise(x, linear.packed, linear.bias, "none", [], "")
+                        linear.packed_product(x)
                 best[kind] = min(best[kind], time.perf_counter() - start)
     return best["blas"] < 0.9 * best["onednn"]

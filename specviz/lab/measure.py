@@ -221,14 +221,14 @@ def median(values: list[float]) -> float:
 
 def machine(device: torch.device | str = "cpu", model=None) -> str:
     """The hardware a timing was taken on, in words (it goes beside every published figure); with the target's
-    `model`, also the products its forwards take on a CPU (`products.choose_blas_rows`)."""
+    `model`, also the products its forwards take on a CPU (`products.choose_packs` and `choose_blas_rows`)."""
     device = torch.device(device)
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
     else:
         name = f"{products.cpu()[0]}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads"
         if (rows := products.blas_rows(model)) is not None:
-            name += f", {products.products_text(rows)}"
+            name += f", {products.products_text(rows, products.packs(model))}"
     return f"{name}; torch {torch.__version__}"
 
 

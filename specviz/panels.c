@@ -1,0 +1,79 @@
+/* SpecViz's panel products: y = x W^T for a few rows of x (a decoding step, a verification), fp32, exact.
+ *
+ * The weight W (N x K) is packed once as panels of PW columns: panel q holds W's rows q*PW .. q*PW+PW-1 transposed,
+ * K lines of PW floats, one after the other in memory. A product then streams each panel once, front to back, and
+ * multiplies every line by each row's x[k] (a broadcast) into PW accumulators per row: no horizontal sums, and the
+ * weight is read once for up to MAXMC rows (more rows are taken in even groups that read the panel again from the
+ * core's cache). Every output is the sum over k in order 0 .. K-1, whatever the number of rows, so a row gets the
+ * same bits alone (a step) as among others (a verification).
+ *
+ * specviz/panels.py compiles this file on the machine that runs it (cc -O3 -march=native -fopenmp) and calls it
+ * through ctypes after torch has loaded its OpenMP runtime, so both share one pool of threads.
+ */
+#include <string.h>
+
+#ifdef __AVX512F__
+#define VW 16    /* floats in a vector register */
+#define NB 4     /* vectors across a panel: PW = 64 columns */
+#else
+#define VW 8
+#define NB 2     /* 16 registers: 6 rows x 2 accumulators, 2 weights, a broadcast */
+#endif
+#define MAXMC 6  /* rows a pass over a panel serves */
+#define AHEAD 16 /* lines of the panel fetched ahead of the one being read */
+#define PW (VW * NB)
+
+typedef float vec __attribute__((vector_size(VW * 4), aligned(4)));
+
+int specviz_panel_width(void) { return PW; }
+
+/* out[i, 0 .. PW) = sum over k of x[i, k] * panel[k, 0 .. PW), for MC rows i */
+#define BLOCK(MC)                                                                                            \
+    static void block_##MC(const float *x, long ldx, const float *panel, float *out, long ldo, long K) {     \
+        vec acc[MC][NB];                                                                                     \
+        memset(acc, 0, sizeof acc);                                                                          \
+        for (long k = 0; k < K; k++) {                                                                       \
+            const float *line = panel + k * PW;                                                              \
+            vec w[NB];                                                                                       \
+            for (int j = 0; j < NB; j++) __builtin_prefetch(line + AHEAD * PW + j * VW, 0, 2);               \
+            for (int j = 0; j < NB; j++) w[j] = *(const vec *)(line + j * VW);                               \
+            for (int i = 0; i < MC; i++) {                                                                   \
+                float xi = x[i * ldx + k];                                                                   \
+                for (int j = 0; j < NB; j++) acc[i][j] += w[j] * xi;                                         \
+            }                                                                                                \
+        }                                                                                                    \
+        for (int i = 0; i < MC; i++)                                                                         \
+            for (int j = 0; j < NB; j++) *(vec *)(out + i * ldo + j * VW) = acc[i][j];                       \
+    }
+BLOCK(1)
+BLOCK(2)
+BLOCK(3)
+BLOCK(4)
+BLOCK(5)
+BLOCK(6)
+
+typedef void (*block_fn)(const float *, long, const float *, float *, long, long);
+static const block_fn blocks[MAXMC + 1] = {0, block_1, block_2, block_3, block_4, block_5, block_6};
+
+/* y (M x N) = x (M x K) W^T, W packed by panels (its N rounded up to whole panels, the extra columns zero). */
+void specviz_panel_product(const float *x, const float *packed, float *y, long M, long N, long K) {
+    long panels = (N + PW - 1) / PW;
+    long groups = (M + MAXMC - 1) / MAXMC;
+#pragma omp parallel for schedule(static)
+    for (long q = 0; q < panels; q++) {
+        const float *panel = packed + q * K * PW;
+        long n0 = q * PW, width = N - n0 < PW ? N - n0 : PW;
+        float tail[MAXMC * PW];
+        long m0 = 0;
+        for (long g = 0; g < groups; g++) {
+            int mc = (int)((M - m0) / (groups - g)); /* groups as even as can be */
+            if (width == PW) {
+                blocks[mc](x + m0 * K, K, panel, y + m0 * N + n0, N, K);
+            } else { /* the last, partial panel: through a buffer */
+                blocks[mc](x + m0 * K, K, panel, tail, PW, K);
+                for (int i = 0; i < mc; i++) memcpy(y + (m0 + i) * N + n0, tail + i * PW, width * sizeof(float));
+            }
+            m0 += mc;
+        }
+    }
+}

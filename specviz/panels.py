@@ -1,0 +1,111 @@
+"""Panel products: SpecViz's own exact fp32 matrix product for a few rows (`panels.c`), built on the machine that
+runs it.
+
+Why: a verification multiplies γ+1 to 17 rows by every weight, and should cost what a one-row step does, since both
+read the same 513 MB of weights. The libraries torch calls do not: on an Intel Xeon (2 cores, KVM), over all of
+SmolLM2-135M's products, the BLAS took 21 ms for one row and 46 ms for nine, oneDNN (packed) 30 and 39 ms. The panel
+product reads each weight once, front to back, for up to six rows at a time, and took 21 ms for one row, 24 ms for
+four and 28 ms for nine (benchmarks/row_products.py). Which library a model's products take is still measured at
+load (`products.choose_packs`): a CPU where oneDNN is faster keeps oneDNN.
+
+The C file is compiled once per source, compiler and CPU (what -march=native means there) into the SpecViz cache
+(about a second), with the compiler found as $CC, cc or gcc. Where none is found, or the build fails, the panel
+product is not offered and the log says why once; the libraries remain. SPECVIZ_PANELS=0 turns it off.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import torch
+
+SOURCE = Path(__file__).with_name("panels.c")
+SWITCH_ENV = "SPECVIZ_PANELS"
+FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
+
+
+class Panels:
+    """The built library: pack a weight, multiply rows by a packed weight."""
+
+    def __init__(self, library: ctypes.CDLL, path: Path):
+        self.path = path
+        self.width = int(library.specviz_panel_width())
+        self._product = library.specviz_panel_product
+        self._product.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_long] * 3
+        self._product.restype = None
+
+    def __deepcopy__(self, memo) -> Panels:  # one library per process: a copied model shares it
+        return self
+
+    def __reduce__(self):  # a pickled model loads the same build again
+        return _load, (str(self.path),)
+
+    def pack(self, weight: torch.Tensor) -> torch.Tensor:
+        """`weight` (N x K, fp32) as panels of `width` columns: [panels, K, width], N padded with zero columns."""
+        n, k = weight.shape
+        padded = -(-n // self.width) * self.width
+        rows = weight.detach().new_zeros(padded, k)
+        rows[:n] = weight.detach()
+        return rows.view(padded // self.width, self.width, k).transpose(1, 2).contiguous()
+
+    def product(self, x: torch.Tensor, packed: torch.Tensor, out_features: int,
+                bias: torch.Tensor | None = None) -> torch.Tensor:
+        """x @ W.T (+ bias) for x [..., K] in fp32 on the CPU, W packed by `pack`: [..., out_features]."""
+        rows = x.reshape(-1, x.shape[-1]).contiguous()
+        y = torch.empty(rows.shape[0], out_features, dtype=torch.float32)
+        if rows.shape[0]:
+            self._product(rows.data_ptr(), packed.data_ptr(), y.data_ptr(), rows.shape[0], out_features,
+                          rows.shape[1])
+        if bias is not None:
+            y += bias
+        return y.view(*x.shape[:-1], out_features)
+
+
+def _load(path: str) -> Panels:
+    return Panels(ctypes.CDLL(path), Path(path))
+
+
+def available(directory: Path | None = None) -> Panels | None:
+    """The panel product on this machine, built into `directory` (the SpecViz cache) if it is not there yet; None
+    where it is switched off (SPECVIZ_PANELS=0) or cannot be built here (the reason is logged once)."""
+    if os.environ.get(SWITCH_ENV, "").strip() == "0":
+        return None
+    return _built(directory or Path(tempfile.gettempdir()) / f"specviz-{os.getuid()}")
+
+
+@functools.cache
+def _built(directory: Path) -> Panels | None:
+    log = logging.getLogger("specviz")
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not compiler:
+        log.warning("no C compiler (cc, gcc or $CC) here: products take torch's libraries only")
+        return None
+    try:
+        version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
+        native = subprocess.run([compiler, "-march=native", "-dM", "-E", "-x", "c", os.devnull], capture_output=True,
+                                text=True, timeout=30).stdout  # what -march=native means on this CPU
+        digest = hashlib.sha1("\n".join([SOURCE.read_text(), version, " ".join(FLAGS), native])
+                              .encode()).hexdigest()[:16]
+        path = directory / "kernels" / f"panels-{digest}.so"
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            built = subprocess.run([compiler, *FLAGS, str(SOURCE), "-o", str(partial)], capture_output=True,
+                                   text=True, timeout=120)
+            if built.returncode:
+                partial.unlink(missing_ok=True)
+                raise OSError(built.stderr.strip().splitlines()[-1] if built.stderr.strip() else "the build failed")
+            partial.replace(path)  # whole or not at all: a server and its worker may build at once
+        return _load(str(path))
+    except (OSError, subprocess.SubprocessError, AttributeError) as exc:
+        log.warning("the panel product could not be built with %s (%s): products take torch's libraries only",
+                    compiler, exc)
+        return None

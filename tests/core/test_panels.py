@@ -1,0 +1,152 @@
+"""The panel product (specviz/panels.c, built by specviz.panels): exact fp32 products for a few rows, chosen per
+machine by `products.choose_packs`; never a change of tokens.
+
+Each output is the sum over k in order whatever the number of rows, so a row gets the same bits alone as among
+others; where it cannot be built (no compiler, a failed build) the libraries remain and the log says why.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import pickle
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from specviz import busy, panels, products
+from specviz.config import Decoding, TreeShape
+from specviz.decode import generate
+from specviz.drafters import build_drafter
+from specviz.fast_path import PackedLinear, onednn_available
+
+from tiny import VOCAB, WORDS, make_tokenizer, tiny_llama, wrap
+
+pytestmark = [pytest.mark.usefixtures("one_thread"),
+              pytest.mark.skipif(panels.available() is None, reason="the panel product cannot be built here")]
+
+
+@pytest.fixture()
+def built():
+    return panels.available()
+
+
+@pytest.mark.parametrize("rows", [1, 2, 5, 6, 7, 9, 13, 17])
+@pytest.mark.parametrize("out_features, in_features", [(64, 48), (200, 70), (7, 33)])
+def test_the_product_is_linears_and_a_row_alone_gets_the_same_bits(built, rows, out_features, in_features):
+    """Any number of rows (groups of up to six, taken evenly), outputs that fill no whole panel, a bias; a row's
+    bits do not depend on the rows beside it."""
+    torch.manual_seed(rows)
+    weight, bias = torch.randn(out_features, in_features), torch.randn(out_features)
+    x = torch.randn(rows, in_features)
+    packed = built.pack(weight)
+    assert packed.shape == (-(-out_features // built.width), in_features, built.width)
+    y = built.product(x, packed, out_features, bias)
+    assert torch.allclose(y, F.linear(x, weight, bias), atol=1e-5)
+    for i in range(rows):
+        assert torch.equal(built.product(x[i:i + 1], packed, out_features, bias)[0], y[i])
+    assert built.product(x[:0], packed, out_features).shape == (0, out_features)
+    batched = built.product(x[None], packed, out_features, bias)  # [1, rows, K], and a single vector
+    assert batched.shape == (1, rows, out_features) and torch.equal(batched[0], y)
+    assert torch.equal(built.product(x[0], packed, out_features, bias), y[0])
+
+
+def test_a_packed_linear_on_panels_follows_a_changed_weight_and_survives_copies(built):
+    torch.manual_seed(0)
+    plain = nn.Linear(48, 80)
+    packed = PackedLinear(plain)
+    packed.use_panels(built)
+    x = torch.randn(5, 48)
+    with torch.inference_mode():
+        assert torch.allclose(packed(x), plain(x), atol=1e-5)
+    with torch.no_grad():
+        plain.weight.mul_(2)  # shared parameter: the panels must be packed again
+    with torch.inference_mode():
+        assert torch.allclose(packed(x), plain(x), atol=1e-5)
+        for copied in (copy.deepcopy(packed), pickle.loads(pickle.dumps(packed))):
+            assert copied.panels is not None and torch.equal(copied(x), packed(x))
+    packed.use_panels(None)  # back to oneDNN
+    with torch.inference_mode():
+        assert packed.panels is None and torch.allclose(packed(x), plain(x), atol=1e-5)
+
+
+def test_the_switch_turns_the_panels_off(monkeypatch):
+    monkeypatch.setenv(panels.SWITCH_ENV, "0")
+    assert panels.available() is None
+
+
+@pytest.mark.parametrize("compiler", ["/nonexistent/cc", "false"])
+def test_without_a_working_compiler_the_libraries_remain_and_the_log_says_why(monkeypatch, tmp_path, caplog,
+                                                                               compiler):
+    monkeypatch.delenv(panels.SWITCH_ENV, raising=False)
+    monkeypatch.setenv("CC", compiler)
+    with caplog.at_level(logging.WARNING, logger="specviz"):
+        assert panels.available(tmp_path) is None
+    assert "could not be built" in caplog.text and "torch's libraries only" in caplog.text
+    assert not list((tmp_path / "kernels").glob("*.so")) if (tmp_path / "kernels").exists() else True
+
+
+def test_a_build_is_kept_and_a_later_process_loads_it_without_compiling(monkeypatch, tmp_path):
+    monkeypatch.delenv(panels.SWITCH_ENV, raising=False)
+    first = panels.available(tmp_path)
+    assert first is not None and first.path.parent == tmp_path / "kernels" and first.path.is_file()
+    panels._built.cache_clear()  # a new process
+    builds = []
+    real = panels.subprocess.run
+    monkeypatch.setattr(panels.subprocess, "run", lambda args, **kw: builds.append(args) or real(args, **kw))
+    again = panels.available(tmp_path)
+    assert again.path == first.path
+    assert not [args for args in builds if "-shared" in args]  # asked the compiler who it is, built nothing
+
+
+@pytest.mark.skipif(not onednn_available(), reason="torch has no oneDNN here")
+def test_the_choice_is_measured_kept_and_packs_every_linear(monkeypatch, tmp_path):
+    """Over SMALL_MODEL_BYTES: panels where they were clearly faster, packed for them; the choice is kept by
+    machine and build, and a later load reads it; SPECVIZ_PANELS=1 takes them without measuring, =0 never."""
+    monkeypatch.delenv(panels.SWITCH_ENV, raising=False)
+    monkeypatch.setattr(products, "SMALL_MODEL_BYTES", 0)
+    monkeypatch.setattr(products, "_CHOSEN", {})
+    monkeypatch.setattr(products.busy, "between", lambda before, after: busy.OtherWork(share=0.001, niced=0.0))
+    timed = []
+    monkeypatch.setattr(products, "_panels_faster", lambda chosen, built: timed.append(1) or products.PANELS)
+    kept = tmp_path / "fast-path.json"
+    linears = [PackedLinear(nn.Linear(64, 32), pack=False) for _ in range(2)]
+    assert products.choose_packs(linears, kept) == products.PANELS and timed == [1]
+    assert all(linear.panels is not None and linear.packed.dim() == 3 for linear in linears)
+    (key, choice), = json.loads(kept.read_text()).items()
+    assert choice == "panels" and key.startswith("packs | ") and "panels-" in key
+    products._CHOSEN.clear()  # a new process reads the file
+    fresh = [PackedLinear(nn.Linear(64, 32), pack=False) for _ in range(2)]
+    assert products.choose_packs(fresh, kept) == products.PANELS and timed == [1]
+    assert products.products_text(0, products.PANELS) == "products panels"
+    assert products.products_text(2, products.PANELS) == "products BLAS for 1-2 rows, panels above"
+
+    monkeypatch.setattr(products, "SMALL_MODEL_BYTES", 10**12)  # a tiny model: oneDNN, nothing built or timed
+    monkeypatch.setattr(panels, "available", lambda directory=None: pytest.fail("built for a tiny model"))
+    tiny = [PackedLinear(nn.Linear(64, 32), pack=False)]
+    assert products.choose_packs(tiny, kept) == products.ONEDNN and tiny[0].panels is None
+    assert tiny[0].packed is not None
+
+
+def test_greedy_output_on_panels_is_the_targets_own(monkeypatch):
+    """The tiny target and draft with every product on the panels (SPECVIZ_PANELS=1): every drafter kind, as a chain
+    and as a tree, writes what the target alone writes (also on the panels)."""
+    monkeypatch.setenv(panels.SWITCH_ENV, "1")
+    tokenizer = make_tokenizer(WORDS)
+    target = wrap("tiny-target", tiny_llama(seed=0, vocab_size=VOCAB, hidden=64, layers=4, heads=4, kv_heads=2),
+                  tokenizer)
+    draft = wrap("tiny-draft", tiny_llama(seed=1, vocab_size=VOCAB, hidden=32, layers=2, heads=2, kv_heads=1),
+                 tokenizer)
+    assert target.model.specviz_packs == products.PANELS
+    assert all(m.panels is not None for m in target.model.modules() if isinstance(m, PackedLinear))
+    for prompt, max_new in (("w1 w2 w3 w4 w5", 13), ("w40 w41 w7", 11)):
+        alone = generate(target, None, prompt, Decoding(max_new_tokens=max_new))
+        for spec in ("ngram", "suffix", "auto", "tiny-draft"):
+            for settings in (Decoding(gamma=4, max_new_tokens=max_new),
+                             Decoding(gamma=4, max_new_tokens=max_new, tree=TreeShape(budget=8, branching=3))):
+                drafter = build_drafter(spec, target, load=lambda name: draft)
+                run = generate(target, drafter, prompt, settings)
+                assert run.output_ids == alone.output_ids, f"{spec}, {settings.tree}: output differs on the panels"
