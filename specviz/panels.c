@@ -1,11 +1,11 @@
-/* SpecViz's panel products: y = x W^T for a few rows of x (a decoding step, a verification), fp32, exact.
+/* SpecViz's panel products: y = x W^T for a few rows of x (a decoding step, a verification), fp32 throughout.
  *
  * The weight W (N x K) is packed once as panels of PW columns: panel q holds W's rows q*PW .. q*PW+PW-1 transposed,
  * K lines of PW floats, one after the other in memory. A product then streams each panel once, front to back, and
  * multiplies every line by each row's x[k] (a broadcast) into PW accumulators per row: no horizontal sums, and the
- * weight is read once for up to MAXMC rows (more rows are taken in even groups that read the panel again from the
- * core's cache). Every output is the sum over k in order 0 .. K-1, whatever the number of rows, so a row gets the
- * same bits alone (a step) as among others (a verification).
+ * weight is read once for up to MAXMC rows (nine with AVX-512, six with AVX2; more rows are taken in even groups
+ * that read the panel again from the core's cache). Every output is the sum over k in order 0 .. K-1, whatever the
+ * number of rows, so a row gets the same bits alone (a step) as among others (a verification).
  *
  * specviz/panels.py compiles this file on the machine that runs it (cc -O3 -march=native -fopenmp) and calls it
  * through ctypes after torch has loaded its OpenMP runtime, so both share one pool of threads.
@@ -14,12 +14,13 @@
 
 #ifdef __AVX512F__
 #define VW 16    /* floats in a vector register */
-#define NB 4     /* vectors across a panel: PW = 64 columns */
+#define NB 3     /* vectors across a panel: PW = 48 columns */
+#define MAXMC 9  /* rows a pass over a panel serves: 32 registers hold 9 x 3 accumulators, 3 weights, a broadcast */
 #else
 #define VW 8
 #define NB 2     /* 16 registers: 6 rows x 2 accumulators, 2 weights, a broadcast */
+#define MAXMC 6
 #endif
-#define MAXMC 6  /* rows a pass over a panel serves */
 #define AHEAD 16 /* lines of the panel fetched ahead of the one being read */
 #define PW (VW * NB)
 
@@ -51,9 +52,18 @@ BLOCK(3)
 BLOCK(4)
 BLOCK(5)
 BLOCK(6)
+#if MAXMC > 6
+BLOCK(7)
+BLOCK(8)
+BLOCK(9)
+#endif
 
 typedef void (*block_fn)(const float *, long, const float *, float *, long, long);
-static const block_fn blocks[MAXMC + 1] = {0, block_1, block_2, block_3, block_4, block_5, block_6};
+static const block_fn blocks[MAXMC + 1] = {0, block_1, block_2, block_3, block_4, block_5, block_6,
+#if MAXMC > 6
+                                           block_7, block_8, block_9
+#endif
+};
 
 /* y (M x N) = x (M x K) W^T, W packed by panels (its N rounded up to whole panels, the extra columns zero). */
 void specviz_panel_product(const float *x, const float *packed, float *y, long M, long N, long K) {
