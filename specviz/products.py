@@ -100,10 +100,10 @@ def _panels_faster(timed: list[nn.Linear], built: panels.Panels) -> str:
 
 
 def choose_blas_rows(linears: list[nn.Linear], remember: Path | None = None) -> int:
-    """Up to how many rows a forward's products take torch's BLAS (`F.linear`) rather than oneDNN's packed weight,
-    for all of a model's `linears`, measured (`_blas_faster`): 1 row, then 2, … while the BLAS is clearly faster, at
-    most MAX_BLAS_ROWS. SPECVIZ_BLAS_ROWS=n picks instead (0: oneDNN throughout); the older SPECVIZ_ONE_ROW=blas or
-    onednn means 1 or 0.
+    """Up to how many rows a forward's products take torch's BLAS (`F.linear`) rather than their packed weight (for
+    oneDNN or the panels: `choose_packs`, which comes first), for all of a model's `linears`, measured
+    (`_blas_faster`): 1 row, then 2, … while the BLAS is clearly faster, at most MAX_BLAS_ROWS. SPECVIZ_BLAS_ROWS=n
+    picks instead (0: the packed product throughout); the older SPECVIZ_ONE_ROW=blas or onednn means 1 or 0.
 
     A choice is measured once per machine, torch, thread count and set of weights, then kept: in this process, and in
     the JSON file `remember` where one is given (the SpecViz cache's fast-path.json, for the embedded target's
@@ -116,14 +116,15 @@ def choose_blas_rows(linears: list[nn.Linear], remember: Path | None = None) -> 
     fast as oneDNN, even for one row. On an Intel Xeon (2 cores, KVM), over the target's weights, the BLAS took 21,
     23 and 25 ms for 1, 2 and 3 rows against oneDNN's 28-30, and 34 ms for 4 rows against 31 (oneDNN pays a fixed
     cost on each of a step's 211 small products; benchmarks/row_products.py). A slower target alone would flatter
-    every measured speedup, and a slower small verification would price small trees out."""
+    every measured speedup, and a slower small verification would price small trees out. Against the panels, the BLAS
+    was not clearly faster there even for one row (21 ms each), so no rows took it."""
     rows = _switch()
     if rows is None:
         timed = _calibration_set(linears)
         rows = 0
         if timed:
-            above = linears[0].panels is not None if linears else False
-            key = _choice_key(timed) + (" | against panels" if above else "")
+            above = timed[0].panels  # the packed product the BLAS must beat: its own build, or oneDNN
+            key = _choice_key(timed) + (f" | against {above.path.stem}" if above else "")
             rows = _measured(key, remember, range(MAX_BLAS_ROWS + 1), lambda: _blas_rows_measured(timed),
                              lambda chosen: products_text(chosen, PANELS if above else ONEDNN))
     for linear in linears:
