@@ -20,8 +20,9 @@ the stock path breaks it three ways (measured in benchmarks/profile_verify.py):
 
 The attention and the cache change no arithmetic (bit-identical logits); the products round
 differently from the BLAS, by about 1e-6, as a row computed alone already does against the same
-row among others. The speculative run and the target alone both take this path, and greedy fp32
-output stays token-for-token the target's (tests/test_fast_path.py, the identity tests). Off the
+row among others with the libraries (the panels give a row the same bits either way). The
+speculative run and the target alone both take this path, and greedy fp32 output stays
+token-for-token the target's (tests/core/test_fast_path.py, test_panels.py, the identity tests). Off the
 CPU, or where torch has no oneDNN, the stock path is kept.
 
 On a CUDA GPU one thing is changed: SDPA's cuDNN backend is turned off (`no_cudnn_attention`). In bf16
