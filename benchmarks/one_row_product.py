@@ -27,7 +27,7 @@ from profile_verify import timings  # noqa: E402
 from specviz.fast_path import GrowingCache  # noqa: E402
 from specviz.lab.measure import machine  # noqa: E402
 from specviz.models import load_model  # noqa: E402
-from specviz.products import BLAS_ROWS_ENV, blas_rows, products_text  # noqa: E402
+from specviz.products import BLAS_ROWS_ENV, blas_rows, packs, products_text  # noqa: E402
 
 SHOWN = (1, 2, 3, 4, 6, 8)
 
@@ -53,7 +53,7 @@ def main() -> None:
     ids = torch.randint(100, 20000, (1, max(contexts) + max(SHOWN) + 1), generator=torch.Generator().manual_seed(0))
     print(f"# {machine('cpu')}, fp32\n")
     for name, target in targets.items():
-        print(f"- {name}: {products_text(blas_rows(target.model))}")
+        print(f"- {name}: {products_text(blas_rows(target.model), packs(target.model))}")
     print("\n| round | context | products | step ms | " + " | ".join(f"v({n})" for n in SHOWN)
           + " | " + " | ".join(f"ms at n={n}" for n in SHOWN) + " |")
     print("|---|---|---|---|" + "---|" * (2 * len(SHOWN)))

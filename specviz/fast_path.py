@@ -191,14 +191,20 @@ class PackedLinear(nn.Linear):
         if pack and self.weight.dtype in (torch.float32, torch.bfloat16):
             self._pack()  # now, at load, rather than inside the first timed forward
 
-    def use_panels(self, panels: Panels | None) -> None:
-        """Multiply by the panel product from now on (None: by oneDNN), packed for it now. fp32 weights only."""
+    def use_panels(self, panels: Panels | None, packed: torch.Tensor | None = None) -> None:
+        """Multiply by the panel product from now on (None: by oneDNN), packed for it now; `packed`: the weight already
+        packed for it (by the timing that chose it). fp32 weights only."""
         panels = panels if self.weight.dtype == torch.float32 else None
-        if panels is not self.panels or self.packed is None:
+        if packed is not None:
+            self.panels, self.packed, self.packed_version = panels, packed, self._weight_version()
+        elif panels is not self.panels or self.packed is None:
             self.panels = panels
-            self._pack()
+            if self.weight.dtype in (torch.float32, torch.bfloat16):  # as at load: only these are packed
+                self._pack()
 
     def _pack(self) -> None:
+        if self.weight.dtype != torch.float32:  # the panels are fp32: a converted copy (a bf16 twin) takes oneDNN
+            self.panels = None
         weight = self.weight.detach()
         self.packed = (self.panels.pack(weight) if self.panels is not None
                        else torch.ops.mkldnn._reorder_linear_weight(weight, PACK_ROWS))
@@ -221,7 +227,8 @@ class PackedLinear(nn.Linear):
 
     def packed_product(self, x: torch.Tensor) -> torch.Tensor:
         """x @ weight.T (+ bias) by the packed weight, whatever the rows (`products` times it against the BLAS)."""
-        if self.packed is None or self.packed_version != self._weight_version():
+        if (self.packed is None or self.packed_version != self._weight_version()
+                or self.packed.dtype != self.weight.dtype):
             self._pack()
         if self.panels is not None:
             return self.panels.product(x, self.packed, self.out_features, self.bias)

@@ -59,6 +59,8 @@ class Panels:
     def product(self, x: torch.Tensor, packed: torch.Tensor, out_features: int,
                 bias: torch.Tensor | None = None) -> torch.Tensor:
         """x @ W.T (+ bias) for x [..., K] in fp32 on the CPU, W packed by `pack`: [..., out_features]."""
+        if x.dtype != torch.float32 or packed.dtype != torch.float32:
+            raise TypeError(f"the panel product is fp32 only, not {x.dtype} rows by a {packed.dtype} weight")
         rows = x.reshape(-1, x.shape[-1]).contiguous()
         y = torch.empty(rows.shape[0], out_features, dtype=torch.float32)
         if rows.shape[0]:

@@ -73,6 +73,24 @@ def test_a_packed_linear_on_panels_follows_a_changed_weight_and_survives_copies(
         assert packed.panels is None and torch.allclose(packed(x), plain(x), atol=1e-5)
 
 
+def test_a_copy_converted_to_bf16_takes_onednn_and_the_panels_refuse_other_dtypes(built):
+    """Training answers with a bf16 twin of the target (a deep copy, then .to(bf16)), or converting a model in place:
+    the panels are fp32 only, so those linears go back to oneDNN; the product itself refuses other dtypes."""
+    torch.manual_seed(0)
+    packed = PackedLinear(nn.Linear(48, 80))
+    packed.use_panels(built)
+    x = torch.randn(5, 48)
+    with torch.inference_mode():
+        packed(x)
+    for model in (copy.deepcopy(packed).to(torch.bfloat16), packed.to(torch.bfloat16)):
+        with torch.inference_mode():
+            y = model(x.bfloat16())
+        assert y.dtype == torch.bfloat16 and model.panels is None
+        assert torch.allclose(y.float(), F.linear(x.bfloat16(), model.weight, model.bias).float(), atol=0.05, rtol=0.02)
+    with pytest.raises(TypeError, match="fp32 only"):
+        built.product(x.bfloat16(), built.pack(torch.randn(80, 48)), 80)
+
+
 def test_the_switch_turns_the_panels_off(monkeypatch):
     monkeypatch.setenv(panels.SWITCH_ENV, "0")
     assert panels.available() is None
@@ -111,7 +129,7 @@ def test_the_choice_is_measured_kept_and_packs_every_linear(monkeypatch, tmp_pat
     monkeypatch.setattr(products, "_CHOSEN", {})
     monkeypatch.setattr(products.busy, "between", lambda before, after: busy.OtherWork(share=0.001, niced=0.0))
     timed = []
-    monkeypatch.setattr(products, "_panels_faster", lambda chosen, built: timed.append(1) or products.PANELS)
+    monkeypatch.setattr(products, "_panels_faster", lambda chosen, built, packed: timed.append(1) or products.PANELS)
     kept = tmp_path / "fast-path.json"
     linears = [PackedLinear(nn.Linear(64, 32), pack=False) for _ in range(2)]
     assert products.choose_packs(linears, kept) == products.PANELS and timed == [1]
@@ -150,3 +168,27 @@ def test_greedy_output_on_panels_is_the_targets_own(monkeypatch):
                 drafter = build_drafter(spec, target, load=lambda name: draft)
                 run = generate(target, drafter, prompt, settings)
                 assert run.output_ids == alone.output_ids, f"{spec}, {settings.tree}: output differs on the panels"
+
+
+@pytest.mark.skipif(not onednn_available(), reason="torch has no oneDNN here")
+def test_the_timing_packs_each_weight_once_for_each_kind_and_the_chosen_copies_are_kept(monkeypatch, built):
+    """The choice times both packed products on copies it packs itself; the linears then take the chosen kind's
+    copies instead of packing again (a load packs the target's 513 MB once less)."""
+    monkeypatch.delenv(panels.SWITCH_ENV, raising=False)
+    monkeypatch.setattr(products, "SMALL_MODEL_BYTES", 0)
+    monkeypatch.setattr(products, "_CHOSEN", {})
+    counts = {"panels": 0, "onednn": 0}
+    pack, reorder = panels.Panels.pack, torch.ops.mkldnn._reorder_linear_weight
+    monkeypatch.setattr(panels.Panels, "pack", lambda self, w: counts.__setitem__("panels", counts["panels"] + 1)
+                        or pack(self, w))
+    monkeypatch.setattr(products.torch.ops.mkldnn, "_reorder_linear_weight",
+                        lambda w, rows: counts.__setitem__("onednn", counts["onednn"] + 1) or reorder(w, rows))
+    torch.manual_seed(0)
+    linears = [PackedLinear(nn.Linear(64, 32), pack=False) for _ in range(3)]
+    choice = products.choose_packs(linears)
+    assert counts == {"panels": 3, "onednn": 3}
+    x = torch.randn(4, 64)
+    with torch.inference_mode():
+        for linear in linears:
+            assert (linear.panels is not None) == (choice == products.PANELS)
+            assert torch.allclose(linear(x), F.linear(x, linear.weight, linear.bias), atol=1e-5)
