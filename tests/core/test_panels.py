@@ -192,3 +192,25 @@ def test_the_timing_packs_each_weight_once_for_each_kind_and_the_chosen_copies_a
         for linear in linears:
             assert (linear.panels is not None) == (choice == products.PANELS)
             assert torch.allclose(linear(x), F.linear(x, linear.weight, linear.bias), atol=1e-5)
+
+
+@pytest.mark.parametrize("isa", ["-mno-avx512f", None])
+def test_the_avx2_build_computes_the_same_products(tmp_path, isa):
+    """A CPU without AVX-512 (an older AMD EPYC) builds the file with 8-float vectors, 16-column panels and 6 rows a
+    pass: built here with AVX-512 turned off, it must give linear's products and a row's own bits too."""
+    compiler = panels.shutil.which("cc") or panels.shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler")
+    path = tmp_path / "panels-test.so"
+    flags = [*panels.FLAGS, *([isa] if isa else [])]
+    panels.subprocess.run([compiler, *flags, str(panels.SOURCE), "-o", str(path)], check=True)
+    built = panels._load(str(path))
+    assert built.width == 16 if isa else built.width in (16, 48)  # 48 with AVX-512, 16 without
+    torch.manual_seed(1)
+    weight = torch.randn(100, 40)
+    packed = built.pack(weight)
+    for rows in (1, 6, 7, 13):
+        x = torch.randn(rows, 40)
+        y = built.product(x, packed, 100)
+        assert torch.allclose(y, F.linear(x, weight), atol=1e-5)
+        assert torch.equal(built.product(x[-1:], packed, 100)[0], y[-1])
