@@ -8,8 +8,8 @@ the stock path breaks it three ways (measured in benchmarks/profile_verify.py):
   the weights about half as fast as oneDNN does, and slower still for 2–8 rows than for one;
   `PackedLinear` multiplies by a weight packed once at load, for oneDNN or for SpecViz's own panel
   product (`panels`, built here from C), whichever is clearly faster for a verification's rows on the
-  machine (`products.choose_packs`): on an Intel Xeon the panels took 24 ms for 4 rows and 28 ms for 9
-  against oneDNN's 34 and 41, for a one-row step of 21. Forwards of few rows (a plain step, a small
+  machine (`products.choose_packs`): on an Intel Xeon the panels took 24 ms for 4 rows and 27 ms for 9
+  against oneDNN's 33 and 38, and 21 ms for one row, as the BLAS does. Forwards of few rows (a plain step, a small
   verification) take the BLAS instead where it is clearly faster still (`products.choose_blas_rows`).
   Both choices are measured at the first load and kept;
 - attention: for more than one query the stock function copies the keys and values of the whole

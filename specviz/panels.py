@@ -3,9 +3,9 @@ runs it.
 
 Why: a verification multiplies γ+1 to 17 rows by every weight, and should cost what a one-row step does, since both
 read the same 513 MB of weights. The libraries torch calls do not: on an Intel Xeon (2 cores, KVM), over all of
-SmolLM2-135M's products, the BLAS took 21 ms for one row and 46 ms for nine, oneDNN (packed) 30 and 39 ms. The panel
+SmolLM2-135M's products, the BLAS took 21 ms for one row and 47 ms for nine, oneDNN (packed) 29 and 38 ms. The panel
 product reads each weight once, front to back, for up to nine rows at a time (six without AVX-512), and took 21 ms
-for one row, 24 ms for four and 28 ms for nine (benchmarks/row_products.py). Which library a model's products take
+for one row, 24 ms for four and 27 ms for nine (benchmarks/row_products.py). Which library a model's products take
 is still measured at load (`products.choose_packs`): a CPU where oneDNN is faster keeps oneDNN.
 
 The C file is compiled once per source, compiler and CPU (what -march=native means there) into the SpecViz cache

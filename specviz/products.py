@@ -58,8 +58,9 @@ def choose_packs(linears: list[nn.Linear], remember: Path | None = None) -> str:
     three passes each, in turn), else oneDNN. Each linear is packed for it. Measured, kept and reused as
     `choose_blas_rows` is (quiet machines only); SPECVIZ_PANELS=1 takes the panels without measuring, =0 never.
 
-    On an Intel Xeon (2 cores, KVM), over SmolLM2-135M's weights, 4 and 9 rows took 24 and 28 ms with the panels
-    against 34 and 41 ms with oneDNN; models under SMALL_MODEL_BYTES (the tests' tiny ones) are not timed: oneDNN."""
+    On an Intel Xeon (2 cores, KVM), over SmolLM2-135M's weights, 4 and 9 rows took 24 and 27 ms with the panels
+    against 33 and 38 ms with oneDNN (benchmarks/results/row-products-xeon-panels.txt); models under
+    SMALL_MODEL_BYTES (the tests' tiny ones) are not timed: oneDNN."""
     timed = _calibration_set(linears)
     forced = os.environ.get(panels.SWITCH_ENV, "").strip() == "1"
     built = panels.available(remember.parent if remember else None) if timed or forced else None
