@@ -83,22 +83,16 @@ def _panels_faster(timed: list[nn.Linear], built: panels.Panels, packed: dict) -
     packed[ONEDNN] = [torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), PACK_ROWS) for linear in timed]
     packed[PANELS] = [built.pack(linear.weight) for linear in timed]
     best = dict.fromkeys(packed, 0.0)
-    with torch.inference_mode():
-        for rows in PACKS_ROWS:
-            inputs = {linear.in_features: torch.randn(rows, linear.in_features) for linear in timed}
-            fastest = dict.fromkeys(packed, float("inf"))
-            for _ in range(3):
-                for kind, weights in packed.items():
-                    start = time.perf_counter()
-                    for linear, weight in zip(timed, weights):
-                        x = inputs[linear.in_features]
-                        if kind == PANELS:
-                            built.product(x, weight, linear.out_features, linear.bias)
-                        else:
-                            torch.ops.mkldnn._linear_pointwise(x, weight, linear.bias, "none", [], "")
-                    fastest[kind] = min(fastest[kind], time.perf_counter() - start)
-            for kind in best:
-                best[kind] += fastest[kind]
+    for rows in PACKS_ROWS:
+        inputs = {linear.in_features: torch.randn(rows, linear.in_features) for linear in timed}
+        fastest = _fastest({
+            ONEDNN: lambda: [torch.ops.mkldnn._linear_pointwise(inputs[linear.in_features], weight, linear.bias,
+                                                                "none", [], "")
+                             for linear, weight in zip(timed, packed[ONEDNN])],
+            PANELS: lambda: [built.product(inputs[linear.in_features], weight, linear.out_features, linear.bias)
+                             for linear, weight in zip(timed, packed[PANELS])]})
+        for kind in best:
+            best[kind] += fastest[kind]
     return PANELS if best[PANELS] < 0.9 * best[ONEDNN] else ONEDNN
 
 
@@ -268,16 +262,20 @@ def _blas_faster(chosen: list[nn.Linear], rows: int) -> bool:
     packed product (under 0.9 of it): the best of three passes each, taken in turn (about 0.2 s a row count for
     SmolLM2-135M on the Xeon)."""
     inputs = {linear.in_features: torch.randn(rows, linear.in_features) for linear in chosen}
-    best = {"blas": float("inf"), "packed": float("inf")}
-    with torch.inference_mode():
-        for _ in range(3):
-            for kind in best:
-                start = time.perf_counter()
-                for linear in chosen:
-                    x = inputs[linear.in_features]
-                    if kind == "blas":
-                        F.linear(x, linear.weight, linear.bias)
-                    else:
-                        linear.packed_product(x)
-                best[kind] = min(best[kind], time.perf_counter() - start)
+    best = _fastest({"blas": lambda: [F.linear(inputs[linear.in_features], linear.weight, linear.bias)
+                                      for linear in chosen],
+                     "packed": lambda: [linear.packed_product(inputs[linear.in_features]) for linear in chosen]})
     return best["blas"] < 0.9 * best["packed"]
+
+
+def _fastest(kinds: dict, passes: int = 3) -> dict[str, float]:
+    """The best of `passes` timings of each of `kinds` (name: a call), taken in turn in every pass, so a slow moment
+    of the machine touches each alike."""
+    best = dict.fromkeys(kinds, float("inf"))
+    with torch.inference_mode():
+        for _ in range(passes):
+            for kind, run in kinds.items():
+                start = time.perf_counter()
+                run()
+                best[kind] = min(best[kind], time.perf_counter() - start)
+    return best
