@@ -24,7 +24,9 @@
 /* Lines of the panel fetched ahead of the one being read. With 9 rows a line takes 27 multiply-adds, so 16 lines
  * ahead were about 130 ns: no more than the memory's latency. On an AMD EPYC (Zen 4) 32 took 9 rows' products over
  * the target's weights from 18.0 to 14.6 ms, and 16 rows' from 27.5 to 23.1 (one row: 11.6 and 11.2 ms). */
+#ifndef AHEAD /* benchmarks/panel_prefetch.py builds others with -DAHEAD=N */
 #define AHEAD 32
+#endif
 #define PW (VW * NB)
 
 typedef float vec __attribute__((vector_size(VW * 4), aligned(4)));

@@ -83,10 +83,15 @@ def available(directory: Path | None = None) -> Panels | None:
     return _built(directory or Path(tempfile.gettempdir()) / f"specviz-{os.getuid()}")
 
 
+def find_compiler() -> str | None:
+    """The C compiler the panels are built with: $CC, else cc, else gcc (None: none here)."""
+    return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+
+
 @functools.cache
 def _built(directory: Path) -> Panels | None:
     log = logging.getLogger("specviz")
-    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    compiler = find_compiler()
     if not compiler:
         log.warning("no C compiler (cc, gcc or $CC) here: products take torch's libraries only")
         return None
