@@ -32,7 +32,11 @@ def build(ahead: int, directory: Path) -> panels.Panels:
     if not compiler:
         raise SystemExit("no C compiler here ($CC, cc or gcc): the panel product cannot be built")
     path = directory / f"panels-ahead{ahead}.so"
-    subprocess.run([compiler, *panels.FLAGS, f"-DAHEAD={ahead}", str(panels.SOURCE), "-o", str(path)], check=True)
+    done = subprocess.run([compiler, *panels.FLAGS, f"-DAHEAD={ahead}", str(panels.SOURCE), "-o", str(path)],
+                          capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"{compiler} could not build the panels with AHEAD={ahead}: "
+                         f"{(done.stderr.strip().splitlines() or ['no message'])[-1]}")
     return panels._load(str(path))
 
 

@@ -198,7 +198,7 @@ def test_the_timing_packs_each_weight_once_for_each_kind_and_the_chosen_copies_a
 def test_the_avx2_build_computes_the_same_products(tmp_path, isa):
     """A CPU without AVX-512 (an older AMD EPYC) builds the file with 8-float vectors, 16-column panels and 6 rows a
     pass: built here with AVX-512 turned off, it must give linear's products and a row's own bits too."""
-    compiler = panels.shutil.which("cc") or panels.shutil.which("gcc")
+    compiler = panels.find_compiler()
     if compiler is None:
         pytest.skip("no C compiler")
     path = tmp_path / "panels-test.so"
@@ -214,3 +214,23 @@ def test_the_avx2_build_computes_the_same_products(tmp_path, isa):
         y = built.product(x, packed, 100)
         assert torch.allclose(y, F.linear(x, weight), atol=1e-5)
         assert torch.equal(built.product(x[-1:], packed, 100)[0], y[-1])
+
+
+def test_how_far_ahead_it_fetches_changes_no_bit(built, tmp_path):
+    """AHEAD (lines fetched ahead; benchmarks/panel_prefetch.py times several) only moves loads earlier: builds with
+    other distances give the default build's bits for every row count, a partial last panel included."""
+    compiler = panels.find_compiler()
+    if compiler is None:
+        pytest.skip("no C compiler")
+    torch.manual_seed(2)
+    weight = torch.randn(2 * built.width + 5, 70)
+    packed = built.pack(weight)
+    for ahead in (1, 64):
+        path = tmp_path / f"panels-ahead{ahead}.so"
+        panels.subprocess.run([compiler, *panels.FLAGS, f"-DAHEAD={ahead}", str(panels.SOURCE), "-o", str(path)],
+                              check=True)
+        other = panels._load(str(path))
+        assert other.width == built.width
+        for rows in (1, 9, 13):
+            x = torch.randn(rows, 70)
+            assert torch.equal(other.product(x, packed, weight.shape[0]), built.product(x, packed, weight.shape[0]))
