@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,11 +36,10 @@ def build(directory: Path):
     compiler = panels.find_compiler()
     if not compiler:
         raise SystemExit("no C compiler here ($CC, cc or gcc)")
-    path = directory / "few_row_attention.so"
-    done = subprocess.run([compiler, *panels.FLAGS, "-ffast-math", str(SOURCE), "-o", str(path), "-lm"],
-                          capture_output=True, text=True)
-    if done.returncode:
-        raise SystemExit(f"{compiler} could not build {SOURCE.name}: {(done.stderr.strip().splitlines() or [''])[-1]}")
+    try:
+        path = panels.compile_library(compiler, directory / "few_row_attention.so", ("-ffast-math", "-lm"), SOURCE)
+    except OSError as exc:
+        raise SystemExit(f"{compiler} could not build {SOURCE.name}: {exc}") from exc
     function = ctypes.CDLL(str(path)).specviz_few_row_attention
     function.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p] + \
         [ctypes.c_long] * 3 + [ctypes.c_float]

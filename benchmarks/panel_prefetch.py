@@ -11,7 +11,6 @@ takes 27 multiply-adds, so the lines fetched ahead must cover the memory's laten
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,12 +30,10 @@ def build(ahead: int, directory: Path) -> panels.Panels:
     compiler = panels.find_compiler()
     if not compiler:
         raise SystemExit("no C compiler here ($CC, cc or gcc): the panel product cannot be built")
-    path = directory / f"panels-ahead{ahead}.so"
-    done = subprocess.run([compiler, *panels.FLAGS, f"-DAHEAD={ahead}", str(panels.SOURCE), "-o", str(path)],
-                          capture_output=True, text=True)
-    if done.returncode:
-        raise SystemExit(f"{compiler} could not build the panels with AHEAD={ahead}: "
-                         f"{(done.stderr.strip().splitlines() or ['no message'])[-1]}")
+    try:
+        path = panels.compile_library(compiler, directory / f"panels-ahead{ahead}.so", (f"-DAHEAD={ahead}",))
+    except OSError as exc:
+        raise SystemExit(f"{compiler} could not build the panels with AHEAD={ahead}: {exc}") from exc
     return panels._load(str(path))
 
 

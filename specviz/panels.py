@@ -88,6 +88,18 @@ def find_compiler() -> str | None:
     return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
 
 
+def compile_library(compiler: str, path: Path, extra: tuple[str, ...] = (), source: Path = SOURCE) -> Path:
+    """`source` built with `compiler` into the shared library `path` (FLAGS; `extra` last, so libraries link); OSError
+    with the compiler's last line where it fails. The panels' own build, the tests' and the benchmarks' other builds
+    all come here."""
+    built = subprocess.run([compiler, *FLAGS, str(source), "-o", str(path), *extra], capture_output=True, text=True,
+                           timeout=120)
+    if built.returncode:
+        Path(path).unlink(missing_ok=True)
+        raise OSError(built.stderr.strip().splitlines()[-1] if built.stderr.strip() else "the build failed")
+    return Path(path)
+
+
 @functools.cache
 def _built(directory: Path) -> Panels | None:
     log = logging.getLogger("specviz")
@@ -105,11 +117,7 @@ def _built(directory: Path) -> Panels | None:
         if not path.is_file():
             path.parent.mkdir(parents=True, exist_ok=True)
             partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-            built = subprocess.run([compiler, *FLAGS, str(SOURCE), "-o", str(partial)], capture_output=True,
-                                   text=True, timeout=120)
-            if built.returncode:
-                partial.unlink(missing_ok=True)
-                raise OSError(built.stderr.strip().splitlines()[-1] if built.stderr.strip() else "the build failed")
+            compile_library(compiler, partial)
             partial.replace(path)  # whole or not at all: a server and its worker may build at once
         return _load(str(path))
     except (OSError, subprocess.SubprocessError, AttributeError) as exc:

@@ -201,9 +201,7 @@ def test_the_avx2_build_computes_the_same_products(tmp_path, isa):
     compiler = panels.find_compiler()
     if compiler is None:
         pytest.skip("no C compiler")
-    path = tmp_path / "panels-test.so"
-    flags = [*panels.FLAGS, *([isa] if isa else [])]
-    panels.subprocess.run([compiler, *flags, str(panels.SOURCE), "-o", str(path)], check=True)
+    path = panels.compile_library(compiler, tmp_path / "panels-test.so", (isa,) if isa else ())
     built = panels._load(str(path))
     assert built.width == 16 if isa else built.width in (16, 48)  # 48 with AVX-512, 16 without
     torch.manual_seed(1)
@@ -226,9 +224,7 @@ def test_how_far_ahead_it_fetches_changes_no_bit(built, tmp_path):
     weight = torch.randn(2 * built.width + 5, 70)
     packed = built.pack(weight)
     for ahead in (1, 64):
-        path = tmp_path / f"panels-ahead{ahead}.so"
-        panels.subprocess.run([compiler, *panels.FLAGS, f"-DAHEAD={ahead}", str(panels.SOURCE), "-o", str(path)],
-                              check=True)
+        path = panels.compile_library(compiler, tmp_path / f"ahead{ahead}.so", (f"-DAHEAD={ahead}",))
         other = panels._load(str(path))
         assert other.width == built.width
         for rows in (1, 9, 13):
