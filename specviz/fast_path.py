@@ -48,10 +48,12 @@ from transformers.cache_utils import DynamicLayer
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
+from . import attention
 from .panels import Panels
-from .products import PACK_ROWS, choose_blas_rows, choose_packs, cpu
+from .products import PACK_ROWS, SMALL_MODEL_BYTES, choose_blas_rows, choose_packs, cpu
 
 GROUPED_SDPA = "specviz_grouped_sdpa"
+FEW_ROW_SDPA = "specviz_few_row_sdpa"
 
 
 def prepare(model: nn.Module, device: torch.device, remember: Path | None = None) -> nn.Module:
@@ -66,6 +68,12 @@ def prepare(model: nn.Module, device: torch.device, remember: Path | None = None
         return model
     if getattr(getattr(model, "config", None), "_attn_implementation", None) == "sdpa":
         model.set_attn_implementation(GROUPED_SDPA)
+        few_rows = attention.choose(model.config, _bytes(model) >= SMALL_MODEL_BYTES, remember)
+        if few_rows is not None:
+            model.set_attn_implementation(FEW_ROW_SDPA)
+            for module in model.modules():
+                if hasattr(module, "scaling") and hasattr(module, "layer_idx"):  # the attention layers
+                    module.specviz_few_rows = few_rows
     if onednn_available():
         packed = []
         for name, module in list(model.named_modules()):
@@ -75,6 +83,10 @@ def prepare(model: nn.Module, device: torch.device, remember: Path | None = None
         model.specviz_packs = choose_packs(packed, remember)
         model.specviz_blas_rows = choose_blas_rows(packed, remember)
     return model
+
+
+def _bytes(model: nn.Module) -> int:
+    return sum(p.numel() * p.element_size() for p in model.parameters())
 
 
 def no_cudnn_attention() -> None:
@@ -248,6 +260,44 @@ def grouped_sdpa(module, query, key, value, attention_mask, dropout=0.0, scaling
     return out.transpose(1, 2).contiguous(), None  # (B, q, H, D)
 
 
+def few_row_sdpa(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None, **kwargs):
+    """The target's attention by the few-row kernel (`attention`), where its layer was given it and it takes the
+    shapes and the mask (a step, a verification); else `grouped_sdpa` (a long prefill, a mask it cannot read)."""
+    built = getattr(module, "specviz_few_rows", None)
+    visible = False
+    if (built is not None and not (dropout and module.training) and not kwargs.get("sliding_window")
+            and not kwargs.get("softcap") and built.takes(query, key, value)):
+        visible = visible_rows(attention_mask, query.shape[2], key.shape[2], query.shape[1] // key.shape[1])
+    if visible is False:
+        return grouped_sdpa(module, query, key, value, attention_mask, dropout, scaling, is_causal, **kwargs)
+    out = built.attend(query, key, value, visible, scaling if scaling is not None else query.shape[-1] ** -0.5)
+    return out.transpose(1, 2).contiguous(), None  # (B, q, H, D)
+
+
+def visible_rows(mask: torch.Tensor | None, q: int, length: int, groups: int) -> torch.Tensor | None | bool:
+    """Which keys each row of a key/value head reads, as the kernel takes it: uint8 [g·q, L] (the mask's rows repeated
+    for each of the g query heads), None for every key (one query and no mask), False where the mask is not a plain
+    one (a bool [1, 1, q, L], or an additive one of 0 and the dtype's minimum). Made once a forward: every layer gets
+    the same mask object, and the result is kept on it."""
+    if mask is None:
+        return None if q == 1 else torch.ones(q, length, dtype=torch.bool).tril(length - q).repeat(groups, 1)
+    if mask.dim() != 4 or mask.shape[0] != 1 or mask.shape[1] != 1 or tuple(mask.shape[2:]) != (q, length):
+        return False
+    kept = getattr(mask, "_specviz_visible", None)
+    if kept is not None and kept[0] == groups:
+        return kept[1]
+    rows = mask[0, 0]
+    if rows.dtype != torch.bool:
+        lowest = torch.finfo(rows.dtype).min
+        if not bool(((rows == 0) | (rows == lowest)).all()):
+            return False
+        rows = rows == 0
+    visible = rows.repeat(groups, 1).to(torch.uint8)
+    if not mask.requires_grad:
+        mask._specviz_visible = (groups, visible)
+    return visible
+
+
 def grouped_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None = None,
                       dropout: float = 0.0, scale: float | None = None) -> torch.Tensor:
     """Grouped-query attention of query [B, H, q, D] over key and value [B, KV, L, D] (H = KV·g), mask [B, 1, q, L]
@@ -277,6 +327,8 @@ def repeated_mask(mask: torch.Tensor, batch: int, groups: int) -> torch.Tensor:
 
 AttentionInterface.register(GROUPED_SDPA, grouped_sdpa)
 AttentionMaskInterface.register(GROUPED_SDPA, sdpa_mask)  # the same masks as sdpa, built once per forward
+AttentionInterface.register(FEW_ROW_SDPA, few_row_sdpa)
+AttentionMaskInterface.register(FEW_ROW_SDPA, sdpa_mask)
 
 
 class GrowingLayer(DynamicLayer):

@@ -108,19 +108,25 @@ def _built(directory: Path) -> Panels | None:
         log.warning("no C compiler (cc, gcc or $CC) here: products take torch's libraries only")
         return None
     try:
-        version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
-        native = subprocess.run([compiler, "-march=native", "-dM", "-E", "-x", "c", os.devnull], capture_output=True,
-                                text=True, timeout=30).stdout  # what -march=native means on this CPU
-        digest = hashlib.sha1("\n".join([SOURCE.read_text(), version, " ".join(FLAGS), native])
-                              .encode()).hexdigest()[:16]
-        path = directory / "kernels" / f"panels-{digest}.so"
-        if not path.is_file():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-            compile_library(compiler, partial)
-            partial.replace(path)  # whole or not at all: a server and its worker may build at once
-        return _load(str(path))
+        return _load(str(cached_build(compiler, directory, "panels", SOURCE)))
     except (OSError, subprocess.SubprocessError, AttributeError) as exc:
         log.warning("the panel product could not be built with %s (%s): products take torch's libraries only",
                     compiler, exc)
         return None
+
+
+def cached_build(compiler: str, directory: Path, stem: str, source: Path, extra: tuple[str, ...] = ()) -> Path:
+    """`source` built once per source, compiler, flags and CPU (what -march=native means there) into
+    directory/kernels/STEM-DIGEST.so, or the build already there; OSError or SubprocessError where it fails."""
+    version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
+    native = subprocess.run([compiler, "-march=native", "-dM", "-E", "-x", "c", os.devnull], capture_output=True,
+                            text=True, timeout=30).stdout  # what -march=native means on this CPU
+    digest = hashlib.sha1("\n".join([source.read_text(), version, " ".join(FLAGS + extra), native])
+                          .encode()).hexdigest()[:16]
+    path = directory / "kernels" / f"{stem}-{digest}.so"
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        compile_library(compiler, partial, extra, source)
+        partial.replace(path)  # whole or not at all: a server and its worker may build at once
+    return path

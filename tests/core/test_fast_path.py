@@ -18,8 +18,8 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import DynamicCache
 
-from specviz import busy
-from specviz.fast_path import GROUPED_SDPA, GrowingCache, PackedLinear, onednn_available, prepare
+from specviz import attention, busy
+from specviz.fast_path import FEW_ROW_SDPA, GROUPED_SDPA, GrowingCache, PackedLinear, onednn_available, prepare
 from specviz.trees import keep_branch, target_attention
 
 from tiny import VOCAB, tiny_llama
@@ -36,7 +36,7 @@ def stock_and_fast(seed=0):
 
 def test_prepare_puts_a_cpu_model_on_the_fast_path():
     _, fast = stock_and_fast()
-    assert fast.config._attn_implementation == GROUPED_SDPA
+    assert fast.config._attn_implementation == (FEW_ROW_SDPA if attention.available() else GROUPED_SDPA)
     linears = [m for m in fast.modules() if isinstance(m, nn.Linear)]
     assert linears and all(isinstance(m, PackedLinear) for m in linears) == onednn_available()
     assert fast.lm_head.weight is fast.model.embed_tokens.weight or not fast.config.tie_word_embeddings
