@@ -77,6 +77,36 @@ static long splits_for(long L) { /* an even count: two cores share 3 key/value h
 /* Floats of `work` a call needs. */
 long specviz_attention_work(long KV, long R, long L, long D) { return KV * splits_for(L) * R * (D + 2); }
 
+/* Scores of m rows (q, D floats apart) against the KC keys transposed in kt [D][KC], scaled, into s (rows `width`
+ * floats apart). */
+static inline __attribute__((always_inline)) void score_block(const float *kt, const float *q, float *s, long width,
+                                                              float scale, const int m, const long D) {
+    vec acc[SR];
+    for (int i = 0; i < m; i++) acc[i] = splat(0.f);
+    for (long d = 0; d < D; d++) {
+        vec kd = *(const vec *)(kt + d * KC);
+        for (int i = 0; i < m; i++) acc[i] += kd * q[i * D + d];
+    }
+    for (int i = 0; i < m; i++) *(vec *)(s + i * width) = acc[i] * scale;
+}
+
+/* out[i] = Σ_l p[i][l] · v[l] for m rows of weights p (rows `width` floats apart) over `len` value rows of D. */
+static inline __attribute__((always_inline)) void value_block(const float *v, const float *p, long width, long len,
+                                                              float *out, const int m, const long D) {
+    vec o[VR][128 / 16];
+    for (int i = 0; i < m; i++)
+        for (long c = 0; c < D / 16; c++) o[i][c] = splat(0.f);
+    for (long l = 0; l < len; l++) {
+        const vec *row = (const vec *)(v + l * D);
+        for (int i = 0; i < m; i++) {
+            float w = p[i * width + l];
+            for (long c = 0; c < D / 16; c++) o[i][c] += row[c] * w;
+        }
+    }
+    for (int i = 0; i < m; i++)
+        for (long c = 0; c < D / 16; c++) *(vec *)(out + i * D + 16 * c) = o[i][c];
+}
+
 static inline __attribute__((always_inline)) void item(const float *qh, const float *kh, const float *vh,
                                                        const unsigned char *mask, long R, long L, long a, long e,
                                                        float scale, float *po, float *pmax, float *psum,
@@ -95,14 +125,22 @@ static inline __attribute__((always_inline)) void item(const float *qh, const fl
         for (long j = 0; j < KC; j++)
             for (long d = 0; d < D; d++) kt[d][j] = j < n ? kh[(l0 + j) * D + d] : 0.f;
         for (long r0 = 0; r0 < R; r0 += SR) {
-            int m = R - r0 < SR ? (int)(R - r0) : SR;
-            vec acc[SR];
-            memset(acc, 0, sizeof acc);
-            for (long d = 0; d < D; d++) {
-                vec kd = *(vec *)kt[d];
-                for (int i = 0; i < m; i++) acc[i] += kd * qh[(r0 + i) * D + d];
+            /* each row count a constant of its own: the loops unroll and the accumulators stay in registers */
+            const float *k0 = &kt[0][0], *q0 = qh + r0 * D;
+            float *s0 = &scores[r0][l0 - a];
+            switch (R - r0 < SR ? R - r0 : SR) {
+            case 1: score_block(k0, q0, s0, width, scale, 1, D); break;
+            case 2: score_block(k0, q0, s0, width, scale, 2, D); break;
+            case 3: score_block(k0, q0, s0, width, scale, 3, D); break;
+            case 4: score_block(k0, q0, s0, width, scale, 4, D); break;
+#if SR > 4
+            case 5: score_block(k0, q0, s0, width, scale, 5, D); break;
+            case 6: score_block(k0, q0, s0, width, scale, 6, D); break;
+            case 7: score_block(k0, q0, s0, width, scale, 7, D); break;
+            case 8: score_block(k0, q0, s0, width, scale, 8, D); break;
+            case 9: score_block(k0, q0, s0, width, scale, 9, D); break;
+#endif
             }
-            for (int i = 0; i < m; i++) *(vec *)&scores[r0 + i][l0 - a] = acc[i] * scale;
         }
     }
     for (long i = 0; i < R; i++) {
@@ -127,19 +165,19 @@ static inline __attribute__((always_inline)) void item(const float *qh, const fl
         }
         pmax[i] = m, psum[i] = total(sum);
     }
-    const long nv = D / 16;
     for (long r0 = 0; r0 < R; r0 += VR) {
-        int m = R - r0 < VR ? (int)(R - r0) : VR;
-        vec o[VR][128 / 16];
-        memset(o, 0, sizeof o);
-        for (long l = 0; l < len; l++) {
-            const vec *row = (const vec *)(vh + (a + l) * D);
-            for (int i = 0; i < m; i++) {
-                float p = scores[r0 + i][l];
-                for (long c = 0; c < nv; c++) o[i][c] += row[c] * p;
-            }
+        const float *v0 = vh + a * D, *p0 = &scores[r0][0];
+        float *o0 = po + r0 * D;
+        switch (R - r0 < VR ? R - r0 : VR) {
+        case 1: value_block(v0, p0, width, len, o0, 1, D); break;
+        case 2: value_block(v0, p0, width, len, o0, 2, D); break;
+        case 3: value_block(v0, p0, width, len, o0, 3, D); break;
+#if VR > 3
+        case 4: value_block(v0, p0, width, len, o0, 4, D); break;
+        case 5: value_block(v0, p0, width, len, o0, 5, D); break;
+        case 6: value_block(v0, p0, width, len, o0, 6, D); break;
+#endif
         }
-        for (int i = 0; i < m; i++) memcpy(po + (r0 + i) * D, o[i], sizeof(float) * D);
     }
 }
 
