@@ -54,7 +54,7 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from . import attention
 from .panels import Panels
-from .products import PACK_ROWS, SMALL_MODEL_BYTES, choose_blas_rows, choose_packs, cpu
+from .products import BF16_PANEL_ROWS, PACK_ROWS, SMALL_MODEL_BYTES, bf16_panels, choose_blas_rows, choose_packs, cpu
 
 GROUPED_SDPA = "specviz_grouped_sdpa"
 FEW_ROW_SDPA = "specviz_few_row_sdpa"
@@ -100,11 +100,17 @@ def no_cudnn_attention() -> None:
 
 
 def product(weight: torch.Tensor) -> nn.Linear:
-    """x ↦ x @ weight.T as a module, on the fast path where there is one (for a head's output rows)."""
+    """x ↦ x @ weight.T as a module, on the fast path where there is one (for a head's output rows; in bf16 by the
+    panels where they are built, `products.bf16_panels`)."""
     linear = nn.Linear(weight.shape[1], weight.shape[0], bias=False, device="meta")
     linear.weight = nn.Parameter(weight, requires_grad=False)
     fast = weight.device.type == "cpu" and os.environ.get("SPECVIZ_FAST_PATH") != "0" and onednn_available()
-    return PackedLinear(linear) if fast else linear
+    if not fast:
+        return linear
+    packed = PackedLinear(linear, pack=weight.dtype != torch.bfloat16)
+    if weight.dtype == torch.bfloat16:
+        packed.use_panels(bf16_panels())
+    return packed
 
 
 def onednn_available() -> bool:
@@ -203,14 +209,17 @@ class PackedLinear(nn.Linear):
         self.packed: torch.Tensor | None = None
         self.packed_version = -1
         self.panels: Panels | None = None  # the panel product, where it was chosen (`use_panels`); None: oneDNN
+        self.panels_dtype = self.weight.dtype  # the weight's dtype when the panels were chosen
         self.blas_rows = 0  # inputs of up to this many rows take F.linear (`choose_blas_rows`)
         if pack and self.weight.dtype in (torch.float32, torch.bfloat16):
             self._pack()  # now, at load, rather than inside the first timed forward
 
     def use_panels(self, panels: Panels | None, packed: torch.Tensor | None = None) -> None:
         """Multiply by the panel product from now on (None: by oneDNN), packed for it now; `packed`: the weight already
-        packed for it (by the timing that chose it). fp32 weights only."""
-        panels = panels if self.weight.dtype == torch.float32 else None
+        packed for it (by the timing that chose it). fp32 and bf16 weights; a weight later converted to another
+        dtype (a bf16 twin for batched training answers) goes back to oneDNN."""
+        panels = panels if self.weight.dtype in (torch.float32, torch.bfloat16) else None
+        self.panels_dtype = self.weight.dtype
         if packed is not None:
             self.panels, self.packed, self.packed_version = panels, packed, self._weight_version()
         elif panels is not self.panels or self.packed is None:
@@ -219,7 +228,7 @@ class PackedLinear(nn.Linear):
                 self._pack()
 
     def _pack(self) -> None:
-        if self.weight.dtype != torch.float32:  # the panels are fp32: a converted copy (a bf16 twin) takes oneDNN
+        if self.weight.dtype != self.panels_dtype:  # a converted copy (a bf16 twin) takes oneDNN
             self.panels = None
         weight = self.weight.detach()
         self.packed = (self.panels.pack(weight) if self.panels is not None
@@ -239,6 +248,8 @@ class PackedLinear(nn.Linear):
             return F.linear(x, self.weight, self.bias)
         if x.numel() <= self.blas_rows * self.in_features and x.dtype == torch.float32:
             return F.linear(x, self.weight, self.bias)
+        if self.panels is not None and x.dtype == torch.bfloat16 and x.numel() > BF16_PANEL_ROWS * self.in_features:
+            return F.linear(x, self.weight, self.bias)  # a head reading a whole prompt: a bf16 matrix product
         return self.packed_product(x)
 
     def packed_product(self, x: torch.Tensor) -> torch.Tensor:

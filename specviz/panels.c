@@ -92,3 +92,73 @@ void specviz_panel_product(const float *x, const float *packed, float *y, long M
         }
     }
 }
+
+/* The same products for a weight kept in bf16 (a draft head's beside an fp32 target): each weight widened to fp32
+ * exactly (its 16 bits become a float's high half) and the arithmetic as above, so a row's output is the fp32 panel
+ * product over the bf16-rounded weight, with the same bits alone as among others, reading half the bytes. */
+typedef unsigned short half_vec __attribute__((vector_size(VW * 2), aligned(2)));
+typedef int int_vec __attribute__((vector_size(VW * 4)));
+
+static inline vec widen(const unsigned short *p) {
+    return (vec)(__builtin_convertvector(*(const half_vec *)p, int_vec) << 16);
+}
+
+#define BLOCK16(MC)                                                                                          \
+    static void block16_##MC(const float *x, long ldx, const unsigned short *panel, float *out, long ldo,    \
+                             long K) {                                                                       \
+        vec acc[MC][NB];                                                                                     \
+        memset(acc, 0, sizeof acc);                                                                          \
+        for (long k = 0; k < K; k++) {                                                                       \
+            const unsigned short *line = panel + k * PW;                                                     \
+            vec w[NB];                                                                                       \
+            for (int j = 0; j < NB; j++) __builtin_prefetch(line + AHEAD * PW + j * VW, 0, 2);               \
+            for (int j = 0; j < NB; j++) w[j] = widen(line + j * VW);                                        \
+            for (int i = 0; i < MC; i++) {                                                                   \
+                float xi = x[i * ldx + k];                                                                   \
+                for (int j = 0; j < NB; j++) acc[i][j] += w[j] * xi;                                         \
+            }                                                                                                \
+        }                                                                                                    \
+        for (int i = 0; i < MC; i++)                                                                         \
+            for (int j = 0; j < NB; j++) *(vec *)(out + i * ldo + j * VW) = acc[i][j];                       \
+    }
+BLOCK16(1)
+BLOCK16(2)
+BLOCK16(3)
+BLOCK16(4)
+BLOCK16(5)
+BLOCK16(6)
+#if MAXMC > 6
+BLOCK16(7)
+BLOCK16(8)
+BLOCK16(9)
+#endif
+
+typedef void (*block16_fn)(const float *, long, const unsigned short *, float *, long, long);
+static const block16_fn blocks16[MAXMC + 1] = {0, block16_1, block16_2, block16_3, block16_4, block16_5, block16_6,
+#if MAXMC > 6
+                                               block16_7, block16_8, block16_9
+#endif
+};
+
+/* y (M x N, fp32) = x (M x K, fp32) W^T, W packed by panels in bf16. */
+void specviz_panel_product_bf16(const float *x, const unsigned short *packed, float *y, long M, long N, long K) {
+    long panels = (N + PW - 1) / PW;
+    long groups = (M + MAXMC - 1) / MAXMC;
+#pragma omp parallel for schedule(static)
+    for (long q = 0; q < panels; q++) {
+        const unsigned short *panel = packed + q * K * PW;
+        long n0 = q * PW, width = N - n0 < PW ? N - n0 : PW;
+        float tail[MAXMC * PW];
+        long m0 = 0;
+        for (long g = 0; g < groups; g++) {
+            int mc = (int)((M - m0) / (groups - g));
+            if (width == PW) {
+                blocks16[mc](x + m0 * K, K, panel, y + m0 * N + n0, N, K);
+            } else {
+                blocks16[mc](x + m0 * K, K, panel, tail, PW, K);
+                for (int i = 0; i < mc; i++) memcpy(y + (m0 + i) * N + n0, tail + i * PW, width * sizeof(float));
+            }
+            m0 += mc;
+        }
+    }
+}

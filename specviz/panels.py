@@ -39,8 +39,10 @@ class Panels:
         self.path = path
         self.width = int(library.specviz_panel_width())
         self._product = library.specviz_panel_product
-        self._product.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_long] * 3
-        self._product.restype = None
+        self._product_bf16 = library.specviz_panel_product_bf16
+        for function in (self._product, self._product_bf16):
+            function.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_long] * 3
+            function.restype = None
 
     def __deepcopy__(self, memo) -> Panels:  # one library per process: a copied model shares it
         return self
@@ -49,7 +51,8 @@ class Panels:
         return _load, (str(self.path),)
 
     def pack(self, weight: torch.Tensor) -> torch.Tensor:
-        """`weight` (N x K, fp32) as panels of `width` columns: [panels, K, width], N padded with zero columns."""
+        """`weight` (N x K, fp32 or bf16) as panels of `width` columns in its dtype: [panels, K, width], N padded
+        with zero columns."""
         n, k = weight.shape
         padded = -(-n // self.width) * self.width
         rows = weight.detach().new_zeros(padded, k)
@@ -58,17 +61,20 @@ class Panels:
 
     def product(self, x: torch.Tensor, packed: torch.Tensor, out_features: int,
                 bias: torch.Tensor | None = None) -> torch.Tensor:
-        """x @ W.T (+ bias) for x [..., K] in fp32 on the CPU, W packed by `pack`: [..., out_features]."""
-        if x.dtype != torch.float32 or packed.dtype != torch.float32:
-            raise TypeError(f"the panel product is fp32 only, not {x.dtype} rows by a {packed.dtype} weight")
-        rows = x.reshape(-1, x.shape[-1]).contiguous()
+        """x @ W.T (+ bias) for x [..., K] on the CPU, W packed by `pack`: [..., out_features]. An fp32 weight takes
+        fp32 rows; a bf16 weight (a draft head's) takes rows of its dtype, multiplied in fp32 (each weight widened
+        exactly) and given back in it."""
+        if packed.dtype not in (torch.float32, torch.bfloat16) or x.dtype != packed.dtype:
+            raise TypeError(f"the panel product takes fp32 or bf16 rows by a weight of their dtype, not {x.dtype} "
+                            f"rows by a {packed.dtype} weight")
+        rows = x.reshape(-1, x.shape[-1]).float().contiguous()
         y = torch.empty(rows.shape[0], out_features, dtype=torch.float32)
         if rows.shape[0]:
-            self._product(rows.data_ptr(), packed.data_ptr(), y.data_ptr(), rows.shape[0], out_features,
-                          rows.shape[1])
+            product = self._product if packed.dtype == torch.float32 else self._product_bf16
+            product(rows.data_ptr(), packed.data_ptr(), y.data_ptr(), rows.shape[0], out_features, rows.shape[1])
         if bias is not None:
             y += bias
-        return y.view(*x.shape[:-1], out_features)
+        return y.view(*x.shape[:-1], out_features).to(x.dtype)
 
 
 def _load(path: str) -> Panels:

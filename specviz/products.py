@@ -73,9 +73,25 @@ def choose_packs(linears: list[nn.Linear], remember: Path | None = None) -> str:
             choice = _measured(key, remember, (ONEDNN, PANELS), lambda: _panels_faster(timed, built, packed),
                                lambda chosen: f"products {PACKS_NAMES[chosen]}")
     timed_copies = dict(zip(map(id, timed), packed.get(choice, [])))  # packed for the timing: not packed again
+    halves = bf16_panels(remember.parent if remember else None) if any(
+        linear.weight.dtype == torch.bfloat16 for linear in linears) else None
     for linear in linears:
-        linear.use_panels(built if choice == PANELS else None, timed_copies.get(id(linear)))
+        if linear.weight.dtype == torch.bfloat16:
+            linear.use_panels(halves)
+        else:
+            linear.use_panels(built if choice == PANELS else None, timed_copies.get(id(linear)))
     return choice
+
+
+BF16_PANEL_ROWS = 16  # bf16 inputs of more rows (a head reading a whole prompt) take torch's bf16 product
+
+
+def bf16_panels(directory: Path | None = None) -> panels.Panels | None:
+    """The panel product for bf16 weights (a draft head's beside an fp32 target), where it is built: taken without
+    timing. A head reads a few rows at a time, between two target forwards that push its weights out of the caches,
+    and there the panels' small loop beats oneDNN's: over smol-head-v5's products (10 MB in bf16) on an AMD EPYC,
+    0.73 ms against 2.1 ms with the caches emptied first (0.42 against 0.46 ms warm; docs/performance.md)."""
+    return panels.available(directory)
 
 
 def _panels_faster(timed: list[nn.Linear], built: panels.Panels, packed: dict) -> str:

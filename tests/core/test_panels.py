@@ -75,7 +75,8 @@ def test_a_packed_linear_on_panels_follows_a_changed_weight_and_survives_copies(
 
 def test_a_copy_converted_to_bf16_takes_onednn_and_the_panels_refuse_other_dtypes(built):
     """Training answers with a bf16 twin of the target (a deep copy, then .to(bf16)), or converting a model in place:
-    the panels are fp32 only, so those linears go back to oneDNN; the product itself refuses other dtypes."""
+    the panels were chosen for fp32 weights (a twin answers batches of many rows), so those linears go back to oneDNN;
+    the product itself refuses rows of another dtype than the weight's."""
     torch.manual_seed(0)
     packed = PackedLinear(nn.Linear(48, 80))
     packed.use_panels(built)
@@ -87,8 +88,48 @@ def test_a_copy_converted_to_bf16_takes_onednn_and_the_panels_refuse_other_dtype
             y = model(x.bfloat16())
         assert y.dtype == torch.bfloat16 and model.panels is None
         assert torch.allclose(y.float(), F.linear(x.bfloat16(), model.weight, model.bias).float(), atol=0.05, rtol=0.02)
-    with pytest.raises(TypeError, match="fp32 only"):
+    with pytest.raises(TypeError, match="fp32 or bf16 rows by a weight of their dtype"):
         built.product(x.bfloat16(), built.pack(torch.randn(80, 48)), 80)
+    with pytest.raises(TypeError, match="fp32 or bf16 rows"):
+        built.product(x.half(), built.pack(torch.randn(80, 48).half()), 80)
+
+
+@pytest.mark.parametrize("rows", [1, 3, 9, 12])
+def test_a_bf16_weight_gives_the_fp32_product_over_its_values_and_a_row_alone_the_same_bits(built, rows):
+    """A draft head's weights in bf16: each weight widened exactly, so the product is the fp32 panel product over the
+    same values, to the bit (then rounded to bf16), whatever the rows; a partial last panel too."""
+    torch.manual_seed(1)
+    weight = torch.randn(100, 72).bfloat16()
+    x = torch.randn(rows, 72).bfloat16()
+    halves = built.pack(weight)
+    assert halves.dtype == torch.bfloat16
+    y = built.product(x, halves, 100)
+    assert y.dtype == torch.bfloat16
+    assert torch.equal(y, built.product(x.float(), built.pack(weight.float()), 100).bfloat16())
+    assert torch.equal(built.product(x[-1:], halves, 100)[0], y[-1])
+    assert torch.allclose(y.float(), x.float() @ weight.float().T, atol=0.1, rtol=0.02)
+
+
+def test_a_heads_bf16_linears_take_the_panels_and_a_whole_prompt_takes_torchs_product(built, monkeypatch):
+    """`fast_path.product` (a head's output rows) and a head prepared in bf16 take the bf16 panels for the few rows a
+    draft reads; a read of a whole prompt (more than BF16_PANEL_ROWS rows) takes torch's bf16 product."""
+    from specviz.fast_path import prepare, product
+
+    torch.manual_seed(2)
+    rows = product(torch.randn(300, 64).bfloat16())
+    assert isinstance(rows, PackedLinear) and rows.panels is not None and rows.packed.dtype == torch.bfloat16
+    head = prepare(nn.Sequential(nn.Linear(64, 96), nn.Linear(96, 64)).bfloat16(), torch.device("cpu"))
+    assert all(m.panels is not None for m in head if isinstance(m, PackedLinear))
+    calls = []
+    real = panels.Panels.product
+    monkeypatch.setattr(panels.Panels, "product",
+                        lambda self, *a, **k: calls.append(a[0].shape[0]) or real(self, *a, **k))
+    x = torch.randn(3, 64).bfloat16()
+    with torch.inference_mode():
+        few = rows(x)
+        many = rows(torch.randn(products.BF16_PANEL_ROWS + 1, 64).bfloat16())
+    assert calls == [3] and many.shape == (products.BF16_PANEL_ROWS + 1, 300)
+    assert torch.allclose(few.float(), x.float() @ rows.weight.float().T, atol=0.1, rtol=0.02)
 
 
 def test_the_switch_turns_the_panels_off(monkeypatch):
@@ -212,6 +253,9 @@ def test_the_avx2_build_computes_the_same_products(tmp_path, isa):
         y = built.product(x, packed, 100)
         assert torch.allclose(y, F.linear(x, weight), atol=1e-5)
         assert torch.equal(built.product(x[-1:], packed, 100)[0], y[-1])
+        halves = built.product(x.bfloat16(), built.pack(weight.bfloat16()), 100)  # a head's bf16 weights
+        assert torch.equal(halves, built.product(x.bfloat16().float(), built.pack(weight.bfloat16().float()), 100)
+                           .bfloat16())
 
 
 def test_how_far_ahead_it_fetches_changes_no_bit(built, tmp_path):
