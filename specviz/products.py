@@ -73,8 +73,10 @@ def choose_packs(linears: list[nn.Linear], remember: Path | None = None) -> str:
             choice = _measured(key, remember, (ONEDNN, PANELS), lambda: _panels_faster(timed, built, packed),
                                lambda chosen: f"products {PACKS_NAMES[chosen]}")
     timed_copies = dict(zip(map(id, timed), packed.get(choice, [])))  # packed for the timing: not packed again
-    halves = bf16_panels(remember.parent if remember else None) if any(
-        linear.weight.dtype == torch.bfloat16 for linear in linears) else None
+    halves_bytes = sum(linear.weight.numel() * 2 for linear in linears if linear.weight.dtype == torch.bfloat16)
+    # A draft head's few bf16 weights take the bf16 panels; a whole model in bf16 (a target loaded in bf16) keeps
+    # oneDNN, whose bf16 arithmetic is faster for its prefill and verification rows.
+    halves = bf16_panels(remember.parent if remember else None) if 0 < halves_bytes < SMALL_MODEL_BYTES else None
     for linear in linears:
         if linear.weight.dtype == torch.bfloat16:
             linear.use_panels(halves)

@@ -120,6 +120,8 @@ def test_a_heads_bf16_linears_take_the_panels_and_a_whole_prompt_takes_torchs_pr
     assert isinstance(rows, PackedLinear) and rows.panels is not None and rows.packed.dtype == torch.bfloat16
     head = prepare(nn.Sequential(nn.Linear(64, 96), nn.Linear(96, 64)).bfloat16(), torch.device("cpu"))
     assert all(m.panels is not None for m in head if isinstance(m, PackedLinear))
+    big = nn.Sequential(*[nn.Linear(1024, 1024) for _ in range(17)]).bfloat16()  # 34 MB: a model loaded in bf16
+    assert all(m.panels is None for m in prepare(big, torch.device("cpu")) if isinstance(m, PackedLinear))
     calls = []
     real = panels.Panels.product
     monkeypatch.setattr(panels.Panels, "product",
