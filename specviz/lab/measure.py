@@ -28,6 +28,7 @@ from ..comparison import Comparison
 from ..config import ConfigError, Decoding
 from ..decode import encode_prompt, generate, rounds
 from ..drafters import Drafter
+from ..fast_path import FEW_ROW_SDPA
 from ..models import LoadedModel
 from ..records import Run
 
@@ -221,7 +222,8 @@ def median(values: list[float]) -> float:
 
 def machine(device: torch.device | str = "cpu", model=None) -> str:
     """The hardware a timing was taken on, in words (it goes beside every published figure); with the target's
-    `model`, also the products its forwards take on a CPU (`products.choose_packs` and `choose_blas_rows`)."""
+    `model`, also the products its forwards take on a CPU (`products.choose_packs` and `choose_blas_rows`) and its
+    attention where it takes the few-row kernel (`attention.choose`)."""
     device = torch.device(device)
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
@@ -229,6 +231,8 @@ def machine(device: torch.device | str = "cpu", model=None) -> str:
         name = f"{products.cpu()[0]}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads"
         if (rows := products.blas_rows(model)) is not None:
             name += f", {products.products_text(rows, products.packs(model))}"
+        if getattr(getattr(model, "config", None), "_attn_implementation", None) == FEW_ROW_SDPA:
+            name += ", few-row attention"
     return f"{name}; torch {torch.__version__}"
 
 

@@ -215,3 +215,12 @@ def test_the_stock_cache_still_works_with_the_kernel():
         step = model(ids[:, 10:11], past_key_values=cache).logits
         whole = model(ids[:, :11]).logits[:, -1:]
     assert (step - whole).abs().max() < 1e-4
+
+
+def test_a_timing_names_the_kernel_beside_the_machine():
+    from specviz.lab.measure import machine
+
+    fast = prepare(tiny_llama(seed=0, vocab_size=VOCAB, hidden=64, layers=1, heads=4, kv_heads=2), torch.device("cpu"))
+    assert "few-row attention" in machine("cpu", fast)
+    stock = tiny_llama(seed=0, vocab_size=VOCAB, hidden=64, layers=1, heads=4, kv_heads=2)
+    assert "few-row attention" not in machine("cpu", stock)
