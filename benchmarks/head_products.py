@@ -1,0 +1,120 @@
+"""A draft head's products in bf16: oneDNN (torch's packed bf16 product) against SpecViz's bf16 panels
+(specviz/panels.c), one linear at a time and in whole runs.
+
+1. Each of `auto`'s head's linears (smol-head-v5 beside the default target) with 2 rows: warm (called over and over)
+   and cold (after a pass over 64 MB, as a draft read comes after a target forward that streamed 540 MB), µs.
+2. With --runs: `auto` on the prompts, two drafters built side by side, one with its head on the bf16 panels and one
+   on oneDNN, run in turn prompt by prompt (the order alternating), twice over: drafting ms per round, tokens per
+   round and tokens per second after the prefill.
+
+    python benchmarks/head_products.py --runs > benchmarks/results/head-products-CPU.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from specviz import fast_path, products  # noqa: E402
+from specviz.config import Decoding, TreeShape  # noqa: E402
+from specviz.decode import generate  # noqa: E402
+from specviz.drafters import build_drafter  # noqa: E402
+from specviz.lab.measure import machine, warm_up  # noqa: E402
+from specviz.models import load_model  # noqa: E402
+
+PROMPTS = Path(__file__).with_name("eval14-prompts.jsonl")
+
+
+def on_onednn(target):
+    """`auto` with its head's bf16 products on oneDNN (the bf16 panels withheld while it is built)."""
+    kept = products.bf16_panels
+    products.bf16_panels = fast_path.bf16_panels = lambda directory=None: None
+    try:
+        return build_drafter("auto", target, load_model)
+    finally:
+        products.bf16_panels = fast_path.bf16_panels = kept
+
+
+def linears(target) -> None:
+    drafters = {"oneDNN": on_onednn(target), "bf16 panels": build_drafter("auto", target, load_model)}
+    evict = torch.randn(64 * 2**20 // 4)
+
+    def warm(call, n=200):
+        for _ in range(10):
+            call()
+        start = time.perf_counter()
+        for _ in range(n):
+            call()
+        return (time.perf_counter() - start) / n * 1e6
+
+    def cold(call, n=50):
+        total = 0.0
+        for _ in range(n):
+            evict.add_(1.0)
+            start = time.perf_counter()
+            call()
+            total += time.perf_counter() - start
+        return total / n * 1e6
+
+    print("| linear | weight | oneDNN warm | oneDNN cold | bf16 panels warm | bf16 panels cold |")
+    print("| --- | --- | ---: | ---: | ---: | ---: |")
+    sums = [0.0] * 4
+    named = {kind: dict([(n, m) for n, m in d.head.head.named_modules() if isinstance(m, torch.nn.Linear)]
+                        + [("output rows", d.head.rows)]) for kind, d in drafters.items()}
+    with torch.inference_mode():
+        for name, module in named["oneDNN"].items():
+            x = torch.randn(2, module.in_features).bfloat16()
+            times = []
+            for kind in drafters:
+                layer = named[kind][name]
+                times += [warm(lambda layer=layer: layer(x)), cold(lambda layer=layer: layer(x))]
+            sums = [s + t for s, t in zip(sums, times)]
+            print(f"| {name} | {module.out_features}×{module.in_features} | " + " | ".join(f"{t:.0f}" for t in times)
+                  + " |")
+    print("| all | | " + " | ".join(f"**{t:.0f}**" for t in sums) + " |")
+
+
+def runs(target) -> None:
+    prompts = [json.loads(line)["prompt"] for line in PROMPTS.read_text().splitlines() if line.strip()]
+    settings = Decoding(gamma=6, max_new_tokens=128, tree=TreeShape(budget=8, branching=3))
+    drafters = {"bf16 panels": build_drafter("auto", target, load_model), "oneDNN": on_onednn(target)}
+    for drafter in drafters.values():
+        warm_up(target, lambda drafter=drafter: drafter, prompts[0], settings)
+    totals = {kind: [0.0, 0, 0, 0.0] for kind in drafters}
+    for repeat in range(2):
+        for i, prompt in enumerate(prompts):
+            order = list(drafters.items()) if (i + repeat) % 2 == 0 else list(drafters.items())[::-1]
+            for kind, drafter in order:
+                run = generate(target, drafter, prompt, settings)
+                total = totals[kind]
+                total[0] += sum(r.draft_seconds for r in run.rounds)
+                total[1] += len(run.rounds)
+                total[2] += len(run.output_ids)
+                total[3] += run.seconds - run.prefill_seconds
+    print(f"\n`auto` on the {len(prompts)} prompts of {PROMPTS.name}, twice, in turn (128 tokens, γ 6, tree of 8):\n")
+    print("| head's products | drafting, ms a round | tokens a round | tokens/s after the prefill |")
+    print("| --- | ---: | ---: | ---: |")
+    for kind, (draft, rounds, tokens, seconds) in totals.items():
+        print(f"| {kind} | {draft / rounds * 1e3:.2f} | {tokens / rounds:.3f} | {tokens / seconds:.1f} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", action="store_true", help="also time whole runs of `auto` (about 3 minutes)")
+    args = parser.parse_args()
+    target = load_model("default", "cpu", "fp32")
+    print(f"# {machine('cpu', None)}; target fp32, head bf16; µs\n")
+    linears(target)
+    if args.runs:
+        runs(target)
+
+
+if __name__ == "__main__":
+    main()
