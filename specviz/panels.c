@@ -1,4 +1,5 @@
-/* SpecViz's panel products: y = x W^T for a few rows of x (a decoding step, a verification), fp32 throughout.
+/* SpecViz's panel products: y = x W^T for a few rows of x (a decoding step, a verification), in fp32 arithmetic over
+ * an fp32 weight (the target's) or a bf16 one (a draft head's).
  *
  * The weight W (N x K) is packed once as panels of PW columns: panel q holds W's rows q*PW .. q*PW+PW-1 transposed,
  * K lines of PW floats, one after the other in memory. A product then streams each panel once, front to back, and
@@ -33,16 +34,28 @@ typedef float vec __attribute__((vector_size(VW * 4), aligned(4)));
 
 int specviz_panel_width(void) { return PW; }
 
-/* out[i, 0 .. PW) = sum over k of x[i, k] * panel[k, 0 .. PW), for MC rows i */
-#define BLOCK(MC)                                                                                            \
-    static void block_##MC(const float *x, long ldx, const float *panel, float *out, long ldo, long K) {     \
+/* A bf16 weight (a draft head's beside an fp32 target) is widened to fp32 exactly, its 16 bits a float's high half, and
+ * multiplied as an fp32 one: a row's output is the fp32 panel product over the bf16-rounded weight, with the same bits
+ * alone as among others, from half the bytes. */
+typedef unsigned short half_vec __attribute__((vector_size(VW * 2), aligned(2)));
+typedef int int_vec __attribute__((vector_size(VW * 4)));
+
+static inline vec load_float(const float *p) { return *(const vec *)p; }
+static inline vec load_half(const unsigned short *p) {
+    return (vec)(__builtin_convertvector(*(const half_vec *)p, int_vec) << 16);
+}
+
+/* out[i, 0 .. PW) = sum over k of x[i, k] * panel[k, 0 .. PW), for MC rows i; the panel's weights of type WT, read by
+ * LOAD */
+#define BLOCK_OF(NAME, WT, LOAD, MC)                                                                         \
+    static void NAME##_##MC(const float *x, long ldx, const WT *panel, float *out, long ldo, long K) {      \
         vec acc[MC][NB];                                                                                     \
         memset(acc, 0, sizeof acc);                                                                          \
         for (long k = 0; k < K; k++) {                                                                       \
-            const float *line = panel + k * PW;                                                              \
+            const WT *line = panel + k * PW;                                                                 \
             vec w[NB];                                                                                       \
             for (int j = 0; j < NB; j++) __builtin_prefetch(line + AHEAD * PW + j * VW, 0, 2);               \
-            for (int j = 0; j < NB; j++) w[j] = *(const vec *)(line + j * VW);                               \
+            for (int j = 0; j < NB; j++) w[j] = LOAD(line + j * VW);                                         \
             for (int i = 0; i < MC; i++) {                                                                   \
                 float xi = x[i * ldx + k];                                                                   \
                 for (int j = 0; j < NB; j++) acc[i][j] += w[j] * xi;                                         \
@@ -51,6 +64,7 @@ int specviz_panel_width(void) { return PW; }
         for (int i = 0; i < MC; i++)                                                                         \
             for (int j = 0; j < NB; j++) *(vec *)(out + i * ldo + j * VW) = acc[i][j];                       \
     }
+#define BLOCK(MC) BLOCK_OF(block, float, load_float, MC) BLOCK_OF(block16, unsigned short, load_half, MC)
 BLOCK(1)
 BLOCK(2)
 BLOCK(3)
@@ -69,70 +83,6 @@ static const block_fn blocks[MAXMC + 1] = {0, block_1, block_2, block_3, block_4
                                            block_7, block_8, block_9
 #endif
 };
-
-/* y (M x N) = x (M x K) W^T, W packed by panels (its N rounded up to whole panels, the extra columns zero). */
-void specviz_panel_product(const float *x, const float *packed, float *y, long M, long N, long K) {
-    long panels = (N + PW - 1) / PW;
-    long groups = (M + MAXMC - 1) / MAXMC;
-#pragma omp parallel for schedule(static)
-    for (long q = 0; q < panels; q++) {
-        const float *panel = packed + q * K * PW;
-        long n0 = q * PW, width = N - n0 < PW ? N - n0 : PW;
-        float tail[MAXMC * PW];
-        long m0 = 0;
-        for (long g = 0; g < groups; g++) {
-            int mc = (int)((M - m0) / (groups - g)); /* groups as even as can be */
-            if (width == PW) {
-                blocks[mc](x + m0 * K, K, panel, y + m0 * N + n0, N, K);
-            } else { /* the last, partial panel: through a buffer */
-                blocks[mc](x + m0 * K, K, panel, tail, PW, K);
-                for (int i = 0; i < mc; i++) memcpy(y + (m0 + i) * N + n0, tail + i * PW, width * sizeof(float));
-            }
-            m0 += mc;
-        }
-    }
-}
-
-/* The same products for a weight kept in bf16 (a draft head's beside an fp32 target): each weight widened to fp32
- * exactly (its 16 bits become a float's high half) and the arithmetic as above, so a row's output is the fp32 panel
- * product over the bf16-rounded weight, with the same bits alone as among others, reading half the bytes. */
-typedef unsigned short half_vec __attribute__((vector_size(VW * 2), aligned(2)));
-typedef int int_vec __attribute__((vector_size(VW * 4)));
-
-static inline vec widen(const unsigned short *p) {
-    return (vec)(__builtin_convertvector(*(const half_vec *)p, int_vec) << 16);
-}
-
-#define BLOCK16(MC)                                                                                          \
-    static void block16_##MC(const float *x, long ldx, const unsigned short *panel, float *out, long ldo,    \
-                             long K) {                                                                       \
-        vec acc[MC][NB];                                                                                     \
-        memset(acc, 0, sizeof acc);                                                                          \
-        for (long k = 0; k < K; k++) {                                                                       \
-            const unsigned short *line = panel + k * PW;                                                     \
-            vec w[NB];                                                                                       \
-            for (int j = 0; j < NB; j++) __builtin_prefetch(line + AHEAD * PW + j * VW, 0, 2);               \
-            for (int j = 0; j < NB; j++) w[j] = widen(line + j * VW);                                        \
-            for (int i = 0; i < MC; i++) {                                                                   \
-                float xi = x[i * ldx + k];                                                                   \
-                for (int j = 0; j < NB; j++) acc[i][j] += w[j] * xi;                                         \
-            }                                                                                                \
-        }                                                                                                    \
-        for (int i = 0; i < MC; i++)                                                                         \
-            for (int j = 0; j < NB; j++) *(vec *)(out + i * ldo + j * VW) = acc[i][j];                       \
-    }
-BLOCK16(1)
-BLOCK16(2)
-BLOCK16(3)
-BLOCK16(4)
-BLOCK16(5)
-BLOCK16(6)
-#if MAXMC > 6
-BLOCK16(7)
-BLOCK16(8)
-BLOCK16(9)
-#endif
-
 typedef void (*block16_fn)(const float *, long, const unsigned short *, float *, long, long);
 static const block16_fn blocks16[MAXMC + 1] = {0, block16_1, block16_2, block16_3, block16_4, block16_5, block16_6,
 #if MAXMC > 6
@@ -140,25 +90,30 @@ static const block16_fn blocks16[MAXMC + 1] = {0, block16_1, block16_2, block16_
 #endif
 };
 
-/* y (M x N, fp32) = x (M x K, fp32) W^T, W packed by panels in bf16. */
-void specviz_panel_product_bf16(const float *x, const unsigned short *packed, float *y, long M, long N, long K) {
-    long panels = (N + PW - 1) / PW;
-    long groups = (M + MAXMC - 1) / MAXMC;
-#pragma omp parallel for schedule(static)
-    for (long q = 0; q < panels; q++) {
-        const unsigned short *panel = packed + q * K * PW;
-        long n0 = q * PW, width = N - n0 < PW ? N - n0 : PW;
-        float tail[MAXMC * PW];
-        long m0 = 0;
-        for (long g = 0; g < groups; g++) {
-            int mc = (int)((M - m0) / (groups - g));
-            if (width == PW) {
-                blocks16[mc](x + m0 * K, K, panel, y + m0 * N + n0, N, K);
-            } else {
-                blocks16[mc](x + m0 * K, K, panel, tail, PW, K);
-                for (int i = 0; i < mc; i++) memcpy(y + (m0 + i) * N + n0, tail + i * PW, width * sizeof(float));
-            }
-            m0 += mc;
-        }
+/* y (M x N) = x (M x K) W^T, W packed by panels (its N rounded up to whole panels, the extra columns zero) with weights
+ * of type WT, multiplied by the blocks of TABLE. */
+#define PRODUCT_OF(NAME, WT, TABLE)                                                                          \
+    void NAME(const float *x, const WT *packed, float *y, long M, long N, long K) {                          \
+        long panels = (N + PW - 1) / PW;                                                                     \
+        long groups = (M + MAXMC - 1) / MAXMC;                                                               \
+        _Pragma("omp parallel for schedule(static)")                                                         \
+        for (long q = 0; q < panels; q++) {                                                                  \
+            const WT *panel = packed + q * K * PW;                                                           \
+            long n0 = q * PW, width = N - n0 < PW ? N - n0 : PW;                                             \
+            float tail[MAXMC * PW];                                                                          \
+            long m0 = 0;                                                                                     \
+            for (long g = 0; g < groups; g++) {                                                              \
+                int mc = (int)((M - m0) / (groups - g)); /* groups as even as can be */                      \
+                if (width == PW) {                                                                           \
+                    TABLE[mc](x + m0 * K, K, panel, y + m0 * N + n0, N, K);                                  \
+                } else { /* the last, partial panel: through a buffer */                                     \
+                    TABLE[mc](x + m0 * K, K, panel, tail, PW, K);                                            \
+                    for (int i = 0; i < mc; i++)                                                             \
+                        memcpy(y + (m0 + i) * N + n0, tail + i * PW, width * sizeof(float));                 \
+                }                                                                                            \
+                m0 += mc;                                                                                    \
+            }                                                                                                \
+        }                                                                                                    \
     }
-}
+PRODUCT_OF(specviz_panel_product, float, blocks)
+PRODUCT_OF(specviz_panel_product_bf16, unsigned short, blocks16)
