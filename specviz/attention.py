@@ -120,7 +120,7 @@ def choose(config, timed: bool, remember: Path | None = None) -> FewRows | None:
     """The kernel where a model with this config should take it, else None: off with SPECVIZ_FEW_ROWS=0, taken
     unmeasured with =1 or for models too small to time (`timed` False), else where it was clearly faster than SDPA
     (under 0.9 of its time for a step and a tree of 8 at TIMED_CONTEXT keys, the best of three passes, in turn),
-    measured at the first load and kept like the products' choice (`products._measured`)."""
+    measured at the first load and kept like the products' choice (`products.measured_choice`)."""
     built = available(remember.parent if remember else None)
     heads = config.num_attention_heads
     kv = getattr(config, "num_key_value_heads", None) or heads
@@ -129,8 +129,8 @@ def choose(config, timed: bool, remember: Path | None = None) -> FewRows | None:
         return None
     if os.environ.get(SWITCH_ENV, "").strip() == "1" or not timed:
         return built
-    key = f"attention | {products._choice_key([])} | {heads}x{kv}x{dim} | {built.path.stem}"
-    choice = products._measured(key, remember, (SDPA, FEW_ROWS), lambda: _faster(built, heads, kv, dim),
+    key = f"attention | {products.choice_key(f'{heads}x{kv}x{dim}')} | {built.path.stem}"
+    choice = products.measured_choice(key, remember, (SDPA, FEW_ROWS), lambda: _faster(built, heads, kv, dim),
                                 lambda chosen: f"attention {NAMES[chosen]}")
     return built if choice == FEW_ROWS else None
 

@@ -69,8 +69,8 @@ def choose_packs(linears: list[nn.Linear], remember: Path | None = None) -> str:
         if forced:
             choice = PANELS
         else:
-            key = f"packs | {_choice_key(timed)} | {built.path.stem}"
-            choice = _measured(key, remember, (ONEDNN, PANELS), lambda: _panels_faster(timed, built, packed),
+            key = f"packs | {choice_key(_shapes(timed))} | {built.path.stem}"
+            choice = measured_choice(key, remember, (ONEDNN, PANELS), lambda: _panels_faster(timed, built, packed),
                                lambda chosen: f"products {PACKS_NAMES[chosen]}")
     timed_copies = dict(zip(map(id, timed), packed.get(choice, [])))  # packed for the timing: not packed again
     halves_bytes = sum(linear.weight.numel() * 2 for linear in linears if linear.weight.dtype == torch.bfloat16)
@@ -139,8 +139,8 @@ def choose_blas_rows(linears: list[nn.Linear], remember: Path | None = None) -> 
         rows = 0
         if timed:
             above = timed[0].panels  # the packed product the BLAS must beat: its own build, or oneDNN
-            key = _choice_key(timed) + (f" | against {above.path.stem}" if above else "")
-            rows = _measured(key, remember, range(MAX_BLAS_ROWS + 1), lambda: _blas_rows_measured(timed),
+            key = choice_key(_shapes(timed)) + (f" | against {above.path.stem}" if above else "")
+            rows = measured_choice(key, remember, range(MAX_BLAS_ROWS + 1), lambda: _blas_rows_measured(timed),
                              lambda chosen: products_text(chosen, PANELS if above else ONEDNN))
     for linear in linears:
         linear.blas_rows = rows
@@ -154,7 +154,7 @@ def _blas_rows_measured(timed: list[nn.Linear]) -> int:
     return rows
 
 
-def _measured(key: str, remember: Path | None, allowed, measure, text):
+def measured_choice(key: str, remember: Path | None, allowed, measure, text):
     """The choice for `key`: made before in this process, or kept in the file `remember`, or else `measure()`d now
     and kept (in the file only if the machine was quiet meanwhile: a busy machine slows products unequally, and a file
     written then would hold a wrong choice for every later load). `allowed`: the values a kept choice may take;
@@ -179,13 +179,16 @@ def _measured(key: str, remember: Path | None, allowed, measure, text):
 _CHOSEN: dict[str, int | str] = {}  # choices made in this process, by key
 
 
-def _choice_key(timed: list[nn.Linear]) -> str:
+def choice_key(what: str) -> str:
     """What a choice holds for: this CPU (its name and, as a virtual machine's name can be generic, its instruction
-    sets), this torch and its threads, and the shapes of the weights timed."""
-    shapes = ",".join(f"{linear.out_features}x{linear.in_features}" for linear in timed)
+    sets), this torch and its threads, and what was timed (`what`: the weights' shapes, an attention's heads)."""
     name, flags = cpu()
-    return (f"{name} ({_digest(flags)}) | torch {torch.__version__} | {torch.get_num_threads()} threads | "
-            f"{_digest(shapes)}")
+    threads = torch.get_num_threads()
+    return f"{name} ({_digest(flags)}) | torch {torch.__version__} | {threads} threads | {_digest(what)}"
+
+
+def _shapes(timed: list[nn.Linear]) -> str:
+    return ",".join(f"{linear.out_features}x{linear.in_features}" for linear in timed)
 
 
 def _digest(text: str) -> str:
