@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import logging
 import os
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -104,16 +102,9 @@ def available(directory: Path | None = None) -> FewRows | None:
 
 @functools.cache
 def _built(directory: Path) -> FewRows | None:
-    log = logging.getLogger("specviz")
-    compiler = panels.find_compiler()
-    if not compiler:
-        log.warning("no C compiler (cc, gcc or $CC) here: attention stays torch's")
-        return None
-    try:
-        return _load(str(panels.cached_build(compiler, directory, "attention", SOURCE, ("-lm",))))
-    except (OSError, subprocess.SubprocessError, AttributeError) as exc:
-        log.warning("the few-row attention could not be built with %s (%s): attention stays torch's", compiler, exc)
-        return None
+    path = panels.build_or_say_why(directory, "attention", SOURCE, ("-lm",), "the few-row attention",
+                                   "attention stays torch's")
+    return _load(str(path)) if path else None
 
 
 def choose(config, timed: bool, remember: Path | None = None) -> FewRows | None:

@@ -108,16 +108,24 @@ def compile_library(compiler: str, path: Path, extra: tuple[str, ...] = (), sour
 
 @functools.cache
 def _built(directory: Path) -> Panels | None:
+    path = build_or_say_why(directory, "panels", SOURCE, (), "the panel product",
+                            "products take torch's libraries only")
+    return _load(str(path)) if path else None
+
+
+def build_or_say_why(directory: Path, stem: str, source: Path, extra: tuple[str, ...], what: str,
+                     instead: str) -> Path | None:
+    """`cached_build` with the compiler found here, or None with the reason in the log (once per caller, which caches
+    the answer): no compiler, or a failed build. `what` names the library and `instead` what runs without it."""
     log = logging.getLogger("specviz")
     compiler = find_compiler()
     if not compiler:
-        log.warning("no C compiler (cc, gcc or $CC) here: products take torch's libraries only")
+        log.warning("no C compiler (cc, gcc or $CC) here: %s", instead)
         return None
     try:
-        return _load(str(cached_build(compiler, directory, "panels", SOURCE)))
+        return cached_build(compiler, directory, stem, source, extra)
     except (OSError, subprocess.SubprocessError, AttributeError) as exc:
-        log.warning("the panel product could not be built with %s (%s): products take torch's libraries only",
-                    compiler, exc)
+        log.warning("%s could not be built with %s (%s): %s", what, compiler, exc, instead)
         return None
 
 
