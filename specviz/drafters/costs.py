@@ -26,6 +26,7 @@ class Costs:
     forward: dict[int, float] = field(default_factory=dict)  # n drafts -> seconds of the forward over 1 + n tokens
     forwards_seen: dict[int, int] = field(default_factory=dict)  # n drafts -> forwards of that size observed
     prior_slope: float = 0.0
+    _fit: tuple | None = field(default=None, init=False, repr=False, compare=False)  # (line, step) until a forward
 
     def observe_draft(self, source: str, seconds: float, tokens: int) -> None:
         """A round's drafting seconds for `tokens` drafted by `source`. A stalled round counts as at most twice the
@@ -49,13 +50,16 @@ class Costs:
         elif old is not None:
             seconds = min(seconds, 2 * old)
         seen = self.forwards_seen[n] = self.forwards_seen.get(n, 0) + 1
+        self._fit = None  # the line and the step change only here (a round's tree asks them at every node)
         self.forward[n] = seconds if old is None else old + (seconds - old) * max(1 / seen, 1 - DECAY)
 
     def step(self) -> float | None:
         """Seconds of one target step (a forward over one token), measured or read off the line."""
+        return self._fitted()[1]
+
+    def _step(self, line: tuple[float, float] | None) -> float | None:
         if 0 in self.forward:
             return self.forward[0]
-        line = self._line()
         if not line:
             return None
         # Off the line's intercept, but never so low that the smallest size seen costs more than the prior says:
@@ -81,6 +85,16 @@ class Costs:
 
     def _line(self) -> tuple[float, float] | None:
         """seconds ≈ a + b·n by least squares over the sizes seen (flat through one size)."""
+        return self._fitted()[0]
+
+    def _fitted(self) -> tuple:
+        """(the line, the step), fitted again after a forward is observed."""
+        if self._fit is None:
+            line = self._fit_line()
+            self._fit = (line, self._step(line))
+        return self._fit
+
+    def _fit_line(self) -> tuple[float, float] | None:
         if not self.forward:
             return None
         ns = list(self.forward)

@@ -63,10 +63,10 @@ def continuations(matches: tuple[Match | None, Match | None], branching: int, ne
         if match is None:
             continue
         own, other = counts[i], counts[1 - i]
-        seen = sum(own.values())
+        seen, other_seen = sum(own.values()), sum(other.values()) if other else 0
         for token, count in own.most_common(branching + len(never)):
             if token not in never:
-                yield source, match.depth, token, count, seen, other[token] / sum(other.values()) if other else None
+                yield source, match.depth, token, count, seen, other[token] / other_seen if other else None
 
 
 def acceptance(source: str, depth: int, count: int, seen: int, other_share: float | None) -> float:

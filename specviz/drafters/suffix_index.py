@@ -30,12 +30,19 @@ COUNT_SAMPLE = 4096  # at most this many occurrences are read to count continuat
 
 
 class Match:
-    """Occurrences of a pattern: `depth` tokens long, continued `total` times."""
+    """Occurrences of a pattern: `depth` tokens long, continued `total` times. A match is fixed once made (a
+    round's tree asks several offers of the same one), so `counts` counts once."""
 
     depth: int
     total: int
+    _counts: Counter | None = None
 
     def counts(self) -> Counter:
+        if self._counts is None:
+            self._counts = self.count()
+        return self._counts
+
+    def count(self) -> Counter:
         raise NotImplementedError
 
     def follow(self, token: int) -> Match | None:
@@ -47,7 +54,7 @@ class LocalMatch(Match):
         self.tokens, self.ends, self.depth = tokens, ends, depth  # ends: index of the token after each occurrence
         self.total = len(ends)
 
-    def counts(self) -> Counter:
+    def count(self) -> Counter:
         return Counter(self.tokens[e] for e in self.ends)
 
     def follow(self, token: int) -> LocalMatch | None:
@@ -82,7 +89,8 @@ class LocalIndex:
 class CorpusMatch(Match):
     def __init__(self, corpus: SuffixCorpus, lo: int, hi: int, depth: int, exclude: int | None):
         self.corpus, self.lo, self.hi, self.depth, self.exclude = corpus, lo, hi, depth, exclude
-        self.total = len(self._starts())
+        self.starts = self._starts()
+        self.total = len(self.starts)
 
     def _starts(self) -> np.ndarray:
         """Where the occurrences are continued by a token (a stride sample of at most COUNT_SAMPLE), the
@@ -95,9 +103,9 @@ class CorpusMatch(Match):
         starts = starts[starts < len(self.corpus.tokens)]
         return starts[self.corpus.tokens[starts] != SEPARATOR]
 
-    def counts(self) -> Counter:
+    def count(self) -> Counter:
         step = max(1, (self.hi - self.lo) // COUNT_SAMPLE)
-        tokens, counts = np.unique(self.corpus.tokens[self._starts()], return_counts=True)
+        tokens, counts = np.unique(self.corpus.tokens[self.starts], return_counts=True)
         return Counter(dict(zip(tokens.tolist(), (counts * step).tolist())))
 
     def follow(self, token: int) -> CorpusMatch | None:
