@@ -88,6 +88,30 @@ class FewRows:
         return out
 
 
+def visible_rows(mask: torch.Tensor | None, q: int, length: int, groups: int) -> torch.Tensor | None | bool:
+    """Which keys each row of a key/value head reads, as the kernel takes it: uint8 [g·q, L] (the mask's rows repeated
+    for each of the g query heads), None for every key (one query and no mask), False where the mask is not a plain
+    one (a bool [1, 1, q, L], or an additive one of 0 and the dtype's minimum). Made once a forward: every layer gets
+    the same mask object, and the result is kept on it."""
+    if mask is None:
+        return None if q == 1 else torch.ones(q, length, dtype=torch.bool).tril(length - q).repeat(groups, 1)
+    if mask.dim() != 4 or mask.shape[0] != 1 or mask.shape[1] != 1 or tuple(mask.shape[2:]) != (q, length):
+        return False
+    kept = getattr(mask, "_specviz_visible", None)
+    if kept is not None and kept[0] == groups:
+        return kept[1]
+    rows = mask[0, 0]
+    if rows.dtype != torch.bool:
+        lowest = torch.finfo(rows.dtype).min
+        if not bool(((rows == 0) | (rows == lowest)).all()):
+            return False
+        rows = rows == 0
+    visible = rows.repeat(groups, 1).to(torch.uint8)
+    if not mask.requires_grad:
+        mask._specviz_visible = (groups, visible)
+    return visible
+
+
 def _load(path: str) -> FewRows:
     return FewRows(ctypes.CDLL(path), Path(path))
 

@@ -113,6 +113,18 @@ def product(weight: torch.Tensor) -> nn.Linear:
     return packed
 
 
+def activations(module: nn.Module) -> torch.dtype:
+    """The dtype a small network's activations take: its weights' own, except where every product of a bf16 network is
+    on the bf16 panels (a draft head beside an fp32 target on a CPU): those take fp32 rows, so its norms, rotations and
+    attention run in fp32 without a conversion around each product."""
+    dtype = next(module.parameters()).dtype
+    linears = [m for m in module.modules() if isinstance(m, nn.Linear)]
+    if dtype == torch.bfloat16 and linears and all(
+            isinstance(m, PackedLinear) and m.panels is not None and m.panels_dtype == torch.bfloat16 for m in linears):
+        return torch.float32
+    return dtype
+
+
 def onednn_available() -> bool:
     return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 
@@ -243,6 +255,10 @@ class PackedLinear(nn.Linear):
         return {**self.__dict__, "packed": None, "packed_version": -1}
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.reads_fp32(x):  # fp32 rows by a bf16 weight on the panels (a draft head's: `activations`)
+            if x.numel() > BF16_PANEL_ROWS * self.in_features:
+                return F.linear(x.to(self.weight.dtype), self.weight, self.bias).to(x.dtype)
+            return self.packed_product(x)
         if (x.device.type != "cpu" or x.dtype != self.weight.dtype or torch.is_autocast_enabled("cpu")
                 or (torch.is_grad_enabled() and self.weight.requires_grad)):
             return F.linear(x, self.weight, self.bias)
@@ -251,6 +267,13 @@ class PackedLinear(nn.Linear):
         if self.panels is not None and x.dtype == torch.bfloat16 and x.numel() > BF16_PANEL_ROWS * self.in_features:
             return F.linear(x, self.weight, self.bias)  # a head reading a whole prompt: a bf16 matrix product
         return self.packed_product(x)
+
+    def reads_fp32(self, x: torch.Tensor) -> bool:
+        """Whether fp32 rows go to this bf16 weight's panels (given back in fp32), as a head's activations do."""
+        on_panels = self.panels is not None and self.panels_dtype == torch.bfloat16 == self.weight.dtype
+        training = torch.is_grad_enabled() and self.weight.requires_grad
+        return (on_panels and x.dtype == torch.float32 and x.device.type == "cpu"
+                and not torch.is_autocast_enabled("cpu") and not training)
 
     def packed_product(self, x: torch.Tensor) -> torch.Tensor:
         """x @ weight.T (+ bias) by the packed weight, whatever the rows (`products` times it against the BLAS)."""
@@ -282,35 +305,11 @@ def few_row_sdpa(module, query, key, value, attention_mask, dropout=0.0, scaling
     visible = False
     if (built is not None and not (dropout and module.training) and not kwargs.get("sliding_window")
             and not kwargs.get("softcap") and built.takes(query, key, value)):
-        visible = visible_rows(attention_mask, query.shape[2], key.shape[2], query.shape[1] // key.shape[1])
+        visible = attention.visible_rows(attention_mask, query.shape[2], key.shape[2], query.shape[1] // key.shape[1])
     if visible is False:
         return grouped_sdpa(module, query, key, value, attention_mask, dropout, scaling, is_causal, **kwargs)
     out = built.attend(query, key, value, visible, scaling if scaling is not None else query.shape[-1] ** -0.5)
     return out.transpose(1, 2).contiguous(), None  # (B, q, H, D)
-
-
-def visible_rows(mask: torch.Tensor | None, q: int, length: int, groups: int) -> torch.Tensor | None | bool:
-    """Which keys each row of a key/value head reads, as the kernel takes it: uint8 [g·q, L] (the mask's rows repeated
-    for each of the g query heads), None for every key (one query and no mask), False where the mask is not a plain
-    one (a bool [1, 1, q, L], or an additive one of 0 and the dtype's minimum). Made once a forward: every layer gets
-    the same mask object, and the result is kept on it."""
-    if mask is None:
-        return None if q == 1 else torch.ones(q, length, dtype=torch.bool).tril(length - q).repeat(groups, 1)
-    if mask.dim() != 4 or mask.shape[0] != 1 or mask.shape[1] != 1 or tuple(mask.shape[2:]) != (q, length):
-        return False
-    kept = getattr(mask, "_specviz_visible", None)
-    if kept is not None and kept[0] == groups:
-        return kept[1]
-    rows = mask[0, 0]
-    if rows.dtype != torch.bool:
-        lowest = torch.finfo(rows.dtype).min
-        if not bool(((rows == 0) | (rows == lowest)).all()):
-            return False
-        rows = rows == 0
-    visible = rows.repeat(groups, 1).to(torch.uint8)
-    if not mask.requires_grad:
-        mask._specviz_visible = (groups, visible)
-    return visible
 
 
 def grouped_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None = None,

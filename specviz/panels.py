@@ -62,10 +62,10 @@ class Panels:
     def product(self, x: torch.Tensor, packed: torch.Tensor, out_features: int,
                 bias: torch.Tensor | None = None) -> torch.Tensor:
         """x @ W.T (+ bias) for x [..., K] on the CPU, W packed by `pack`: [..., out_features]. An fp32 weight takes
-        fp32 rows; a bf16 weight (a draft head's) takes rows of its dtype, multiplied in fp32 (each weight widened
-        exactly) and given back in it."""
-        if packed.dtype not in (torch.float32, torch.bfloat16) or x.dtype != packed.dtype:
-            raise TypeError(f"the panel product takes fp32 or bf16 rows by a weight of their dtype, not {x.dtype} "
+        fp32 rows; a bf16 weight (a draft head's) takes bf16 or fp32 rows, multiplied in fp32 (each weight widened
+        exactly) and given back in the rows' dtype."""
+        if packed.dtype not in (torch.float32, torch.bfloat16) or x.dtype not in (packed.dtype, torch.float32):
+            raise TypeError(f"the panel product takes fp32 rows, or bf16 rows by a bf16 weight, not {x.dtype} "
                             f"rows by a {packed.dtype} weight")
         rows = x.reshape(-1, x.shape[-1]).float().contiguous()
         y = torch.empty(rows.shape[0], out_features, dtype=torch.float32)

@@ -7,7 +7,7 @@ from dataclasses import replace
 import torch
 
 from ..config import TreeShape
-from ..fast_path import product
+from ..fast_path import activations, product
 from ..trees import TreeFeed, grow, merge_trees
 from ..verify import choose, distribution
 from .base import Drafter, Proposal
@@ -34,11 +34,13 @@ class HeadDrafter(Drafter):
         self.reads_layers = head.shape.layers  # several layers (EAGLE-3): the loop hands them over concatenated
         self.vocab_ids = vocab_ids  # [N] target ids of the draft vocabulary
         self.embedding = embedding  # the target's input embedding, shared and read-only
-        # The head's own dtype (bf16 beside an fp32 target where that is faster: fast_path.draft_dtype). What it
-        # reads is cast to it, and q is always computed in fp32 from its logits.
-        self.dtype = next(head.parameters()).dtype
+        # The head's weights' dtype (bf16 beside an fp32 target where that is faster: fast_path.draft_dtype), and its
+        # activations' (fp32 where its bf16 products are all on the panels: fast_path.activations). What it reads is
+        # cast to the latter, and q is always computed in fp32 from its logits.
+        weights = next(head.parameters()).dtype
         # x ↦ x @ [N, H].T: the target's output head on the draft vocabulary
-        self.rows = product(output.index_select(0, vocab_ids).to(self.dtype))
+        self.rows = product(output.index_select(0, vocab_ids).to(weights))
+        self.dtype = activations(head) if activations(self.rows) == torch.float32 else weights
         self.vocab_size = vocab_size
         self.cache = None
         self.read = 0  # pairs read with the target's true features

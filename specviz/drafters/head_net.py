@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..attention import visible_rows
 from ..errors import ConfigError
 from ..fast_path import grouped_attention, prepare
 
@@ -135,6 +136,10 @@ class KVCache:
 class DraftHead(nn.Module):
     """fc([norm(e), norm(f)]) -> one decoder layer -> norm: the predicted next feature."""
 
+    # The few-row attention kernel (specviz.attention) where the target it reads took it: the head's attention has
+    # the target's shape, and with fp32 activations (fast_path.activations) a draft step's few rows take it too.
+    few_rows = None
+
     def __init__(self, shape: HeadShape):
         super().__init__()
         h, d = shape.hidden, shape.head_dim
@@ -211,7 +216,17 @@ class DraftHead(nn.Module):
         keys, values = cache.append(k, v)
         mask = allowed if allowed is not None else _causal_tail(n, keys.shape[1], q.device)
         mask = None if mask is None else mask[None, None]
-        return self.finish(x, grouped_attention(q[None], keys[None], values[None], mask)[0])
+        return self.finish(x, self.attend(q[None], keys[None], values[None], mask)[0])
+
+    def attend(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None
+               ) -> torch.Tensor:
+        """Grouped-query attention of q [1, heads, n, d] over the cache's keys and values [1, kv_heads, L, d] (mask
+        [1, 1, n, L] or None): by the few-row kernel where it takes them, else by SDPA."""
+        if self.few_rows is not None and self.few_rows.takes(q, keys, values):
+            visible = visible_rows(mask, q.shape[2], keys.shape[2], q.shape[1] // keys.shape[1])
+            if visible is not False:
+                return self.few_rows.attend(q, keys, values, visible, q.shape[-1] ** -0.5)
+        return grouped_attention(q, keys, values, mask)
 
 
 def _causal_tail(n: int, total: int, device) -> torch.Tensor | None:
@@ -307,4 +322,5 @@ def load_head(folder: Path, target_model: torch.nn.Module, target_name: str, dty
             f"the weights of the head {Path(folder).name} cannot be read ({exc}); train or copy it again"
         ) from exc
     head.to(device=embedding.device, dtype=dtype or embedding.dtype).eval().requires_grad_(False)
+    head.few_rows = next((m.specviz_few_rows for m in target_model.modules() if hasattr(m, "specviz_few_rows")), None)
     return prepare(head, embedding.device), info

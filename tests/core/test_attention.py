@@ -17,7 +17,8 @@ import torch.nn.functional as F
 from transformers import DynamicCache
 
 from specviz import attention, products
-from specviz.fast_path import FEW_ROW_SDPA, GROUPED_SDPA, GrowingCache, prepare, visible_rows
+from specviz.attention import visible_rows
+from specviz.fast_path import FEW_ROW_SDPA, GROUPED_SDPA, GrowingCache, prepare
 from specviz.trees import target_attention
 
 from tiny import VOCAB, tiny_llama

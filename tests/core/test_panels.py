@@ -88,9 +88,9 @@ def test_a_copy_converted_to_bf16_takes_onednn_and_the_panels_refuse_other_dtype
             y = model(x.bfloat16())
         assert y.dtype == torch.bfloat16 and model.panels is None
         assert torch.allclose(y.float(), F.linear(x.bfloat16(), model.weight, model.bias).float(), atol=0.05, rtol=0.02)
-    with pytest.raises(TypeError, match="fp32 or bf16 rows by a weight of their dtype"):
+    with pytest.raises(TypeError, match="fp32 rows, or bf16 rows by a bf16 weight"):
         built.product(x.bfloat16(), built.pack(torch.randn(80, 48)), 80)
-    with pytest.raises(TypeError, match="fp32 or bf16 rows"):
+    with pytest.raises(TypeError, match="fp32 rows, or bf16 rows by a bf16 weight"):
         built.product(x.half(), built.pack(torch.randn(80, 48).half()), 80)
 
 
@@ -108,6 +108,40 @@ def test_a_bf16_weight_gives_the_fp32_product_over_its_values_and_a_row_alone_th
     assert torch.equal(y, built.product(x.float(), built.pack(weight.float()), 100).bfloat16())
     assert torch.equal(built.product(x[-1:], halves, 100)[0], y[-1])
     assert torch.allclose(y.float(), x.float() @ weight.float().T, atol=0.1, rtol=0.02)
+
+
+@pytest.mark.parametrize("rows", [1, 3, 12])
+def test_fp32_rows_by_a_bf16_weight_give_the_fp32_product_over_its_values(built, rows):
+    """A head with fp32 activations over bf16 weights: its fp32 rows are not rounded first, and the product is the
+    fp32 panel product over the weight's values, to the bit, given back in fp32; a row alone gets the same bits."""
+    torch.manual_seed(5)
+    weight = torch.randn(100, 72).bfloat16()
+    x = torch.randn(rows, 72)
+    y = built.product(x, built.pack(weight), 100)
+    assert y.dtype == torch.float32
+    assert torch.equal(y, built.product(x, built.pack(weight.float()), 100))
+    assert torch.equal(built.product(x[-1:], built.pack(weight), 100)[0], y[-1])
+
+
+def test_a_head_on_bf16_panels_runs_its_activations_in_fp32(built):
+    """`fast_path.activations`: fp32 where every product of a bf16 network is on the bf16 panels (a prepared head
+    beside an fp32 target), its weights' dtype elsewhere. Its linears then take fp32 rows and give fp32: a few rows by
+    the panels, a whole prompt by torch's bf16 product."""
+    from specviz.fast_path import activations, prepare
+
+    torch.manual_seed(6)
+    head = prepare(nn.Sequential(nn.Linear(64, 96), nn.Linear(96, 64)).bfloat16(), torch.device("cpu"))
+    assert activations(head) == torch.float32
+    assert activations(nn.Sequential(nn.Linear(64, 96)).bfloat16()) == torch.bfloat16  # not prepared: oneDNN or BLAS
+    assert activations(prepare(nn.Sequential(nn.Linear(64, 96)), torch.device("cpu"))) == torch.float32  # fp32 weights
+    x = torch.randn(3, 64)
+    with torch.inference_mode():
+        few = head(x)
+        many = head(torch.randn(products.BF16_PANEL_ROWS + 1, 64))
+    assert few.dtype == many.dtype == torch.float32
+    expected = F.linear(F.linear(x, head[0].weight.float(), head[0].bias.float()), head[1].weight.float(),
+                        head[1].bias.float())
+    assert torch.allclose(few, expected, atol=1e-4, rtol=1e-4)
 
 
 def test_a_heads_bf16_linears_take_the_panels_and_a_whole_prompt_takes_torchs_product(built, monkeypatch):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from specviz import attention, panels
 from specviz.config import Decoding, Sampling, TreeShape
 from specviz.decode import generate
 from specviz.drafters import HeadDrafter, HybridDrafter, build_drafter
@@ -68,6 +69,32 @@ def test_the_draft_step_attends_and_rotates_as_the_plain_formulas(n):
     expected = torch.nn.functional.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
     grouped = grouped_attention(q[None], keys[None], values[None], None if mask is None else mask[None, None])
     assert torch.allclose(grouped[0], expected, atol=1e-6)
+
+
+@pytest.mark.skipif(attention.available() is None, reason="the few-row kernel cannot be built here")
+@pytest.mark.parametrize("n", [1, 4])
+def test_a_head_given_the_few_row_kernel_attends_as_sdpa(n):
+    """A head whose target took the few-row kernel attends by it (fp32 activations): the same numbers as SDPA's
+    grouped-query attention over the cache's views, masked or not; bf16 rows still take SDPA."""
+    torch.manual_seed(3)
+    head = DraftHead(HeadShape(hidden=128, heads=4, kv_heads=2, intermediate=96, rope_theta=10000.0, eps=1e-5))
+    head.few_rows = attention.available()
+    cache = KVCache()
+    keys, values = cache.append(torch.randn(2, 40, 32), torch.randn(2, 40, 32))
+    q = torch.randn(1, 4, n, 32)
+    mask = None if n == 1 else (torch.rand(n, 40) > 0.3)[None, None]
+    if mask is not None:
+        mask[..., 0] = True
+    calls = []
+    real = head.few_rows.attend
+    head.few_rows.attend = lambda *a: calls.append(1) or real(*a)
+    try:
+        out = head.attend(q, keys[None], values[None], mask)
+        head.attend(q.bfloat16(), keys[None].bfloat16(), values[None].bfloat16(), mask)
+    finally:
+        del head.few_rows.attend
+    assert calls == [1]
+    torch.testing.assert_close(out, grouped_attention(q, keys[None], values[None], mask), atol=2e-6, rtol=1e-5)
 
 
 @pytest.mark.parametrize("gamma", [1, 2, 4, 8])
@@ -206,7 +233,9 @@ def test_a_resumed_head_training_counts_its_positions_on(target, tmp_path):
 def test_a_bf16_head_keeps_greedy_output_the_targets_own(target, make_drafter, bf16_heads, spec, tree):
     drafter = make_drafter(spec)
     head = drafter.head if isinstance(drafter, HybridDrafter) else drafter
-    assert head.dtype == torch.bfloat16 and target.model.dtype == torch.float32
+    # bf16 weights; fp32 activations where the head's products are on the bf16 panels (fast_path.activations)
+    assert next(head.head.parameters()).dtype == torch.bfloat16 and target.model.dtype == torch.float32
+    assert head.dtype == (torch.float32 if panels.available() is not None else torch.bfloat16)
     for prompt, max_new in CASES:
         alone = generate(target, None, prompt, Decoding(max_new_tokens=max_new))
         run = generate(target, make_drafter(spec), prompt, Decoding(gamma=4, max_new_tokens=max_new, tree=tree))
