@@ -26,9 +26,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..attention import visible_rows
+from .. import head_step
+from ..attention import HEAD_SIZES, MAX_ROWS, visible_rows
 from ..errors import ConfigError
-from ..fast_path import grouped_attention, prepare
+from ..fast_path import activations, grouped_attention, prepare
+from ..head_step import HeadKernel
+from ..products import BF16_PANEL_ROWS
 
 HEAD_CONFIG, HEAD_WEIGHTS = "head.json", "head.safetensors"
 
@@ -94,17 +97,20 @@ class Rotary:
 
     def at(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and sin [L, D] at `positions` [L]."""
-        key = (positions.device, dtype)
+        cos, sin = self.table(int(positions.max()) + 1 if positions.numel() else 0, dtype, positions.device)
+        return cos[positions], sin[positions]
+
+    def table(self, end: int, dtype: torch.dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin [≥ end, D] for positions 0, 1, ... (the table, grown to hold `end` positions)."""
+        key = (device, dtype)
         cos, sin = self.tables.get(key, (None, None))
-        end = int(positions.max()) + 1 if positions.numel() else 0
         if cos is None or end > cos.shape[0]:
             size = max(256, 1 << (end - 1).bit_length())
-            inv = 1.0 / self.theta ** (torch.arange(0, self.dim, 2, device=positions.device,
-                                                    dtype=torch.float32) / self.dim)
-            angles = torch.arange(size, device=positions.device, dtype=torch.float32)[:, None] * inv[None, :]
+            inv = 1.0 / self.theta ** (torch.arange(0, self.dim, 2, device=device, dtype=torch.float32) / self.dim)
+            angles = torch.arange(size, device=device, dtype=torch.float32)[:, None] * inv[None, :]
             cos, sin = angles.cos().repeat(1, 2).to(dtype), angles.sin().repeat(1, 2).to(dtype)
             self.tables[key] = cos, sin
-        return cos[positions], sin[positions]
+        return cos, sin
 
 
 class KVCache:
@@ -116,18 +122,23 @@ class KVCache:
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         n = k.shape[1]
-        if self.k is None or self.length + n > self.k.shape[1]:
-            capacity = max(256, 2 * (self.length + n))
-            grown_k = k.new_empty(k.shape[0], capacity, k.shape[2])
-            grown_v = v.new_empty(v.shape[0], capacity, v.shape[2])
-            if self.k is not None:
-                grown_k[:, : self.length] = self.k[:, : self.length]
-                grown_v[:, : self.length] = self.v[:, : self.length]
-            self.k, self.v = grown_k, grown_v
+        self.room(n, k)
         self.k[:, self.length : self.length + n] = k
         self.v[:, self.length : self.length + n] = v
         self.length += n
         return self.k[:, : self.length], self.v[:, : self.length]
+
+    def room(self, n: int, like: torch.Tensor) -> None:
+        """Room for n more entries, grown (by doubling) where it runs out; `like`: keys of the cache's heads, dtype and
+        device."""
+        if self.k is None or self.length + n > self.k.shape[1]:
+            capacity = max(256, 2 * (self.length + n))
+            grown_k = like.new_empty(like.shape[0], capacity, like.shape[-1])
+            grown_v = like.new_empty(like.shape[0], capacity, like.shape[-1])
+            if self.k is not None:
+                grown_k[:, : self.length] = self.k[:, : self.length]
+                grown_v[:, : self.length] = self.v[:, : self.length]
+            self.k, self.v = grown_k, grown_v
 
     def truncate(self, length: int) -> None:
         self.length = min(self.length, length)
@@ -139,6 +150,8 @@ class DraftHead(nn.Module):
     # The few-row attention kernel (specviz.attention) where the target it reads took it: the head's attention has
     # the target's shape, and with fp32 activations (fast_path.activations) a draft step's few rows take it too.
     few_rows = None
+    # The whole step in one C call (specviz.head_step), bound at load where it applies (`bind_kernel`).
+    kernel: HeadKernel | None = None
 
     def __init__(self, shape: HeadShape):
         super().__init__()
@@ -173,6 +186,8 @@ class DraftHead(nn.Module):
         features (later draft steps) are already [.., H] and are never lifted."""
         if not self.shape.layers:
             return features
+        if self.kernel_takes(features, features, width=self.input_width):
+            return self.kernel.lift(features)
         parts = features.unflatten(-1, (len(self.shape.layers), self.shape.hidden)).float()
         parts = parts * torch.rsqrt(parts.pow(2).mean(-1, keepdim=True) + self.shape.eps)
         return self.fuse((parts.to(features.dtype) * self.layer_norm).flatten(-2))
@@ -211,12 +226,37 @@ class DraftHead(nn.Module):
         n = embeddings.shape[0]
         if positions is None:
             positions = torch.arange(cache.length, cache.length + n, device=embeddings.device)
+        if self.kernel_takes(embeddings, features):
+            return self.kernel_step(embeddings, features, cache, positions, allowed)
         x = self.inputs(embeddings, features)
         q, k, v = self.qkv(x, positions)
         keys, values = cache.append(k, v)
         mask = allowed if allowed is not None else _causal_tail(n, keys.shape[1], q.device)
         mask = None if mask is None else mask[None, None]
         return self.finish(x, self.attend(q[None], keys[None], values[None], mask)[0])
+
+    def kernel_takes(self, embeddings: torch.Tensor, features: torch.Tensor, width: int = 0) -> bool:
+        """Whether this step (or lift: rows `width` wide) goes to the C step: bound, fp32 rows (a few), no gradients,
+        and the packed weights it was bound to still the linears' own."""
+        kernel, n = self.kernel, embeddings.shape[0]
+        return (kernel is not None and embeddings.dtype == features.dtype == torch.float32
+                and embeddings.device.type == "cpu" and n <= BF16_PANEL_ROWS and embeddings.dim() == 2
+                and (not width or embeddings.shape[1] == width)
+                and self.shape.heads // self.shape.kv_heads * n <= MAX_ROWS and not torch.is_grad_enabled()
+                and all(packed is getattr(self, name).packed for name, packed in kernel.packed.items()))
+
+    def kernel_step(self, embeddings: torch.Tensor, features: torch.Tensor, cache: KVCache, positions: torch.Tensor,
+                    allowed: torch.Tensor | None) -> torch.Tensor:
+        """`step` by the C step: the same arithmetic in one call (specviz.head_step)."""
+        n, s = embeddings.shape[0], self.shape
+        cos, sin = self.rotary.table(int(positions.max()) + 1, torch.float32, embeddings.device)
+        cache.room(n, embeddings.new_empty(s.kv_heads, 0, s.head_dim))
+        total = cache.length + n
+        mask = allowed if allowed is not None else _causal_tail(n, total, embeddings.device)
+        visible = None if mask is None else visible_rows(mask[None, None], n, total, s.heads // s.kv_heads)
+        out = self.kernel.step(embeddings, features, positions, cos, sin, cache.k, cache.v, cache.length, visible)
+        cache.length = total
+        return out
 
     def attend(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None
                ) -> torch.Tensor:
@@ -323,4 +363,29 @@ def load_head(folder: Path, target_model: torch.nn.Module, target_name: str, dty
         ) from exc
     head.to(device=embedding.device, dtype=dtype or embedding.dtype).eval().requires_grad_(False)
     head.few_rows = next((m.specviz_few_rows for m in target_model.modules() if hasattr(m, "specviz_few_rows")), None)
-    return prepare(head, embedding.device), info
+    head = prepare(head, embedding.device)
+    head.kernel = bind_kernel(head)
+    return head, info
+
+
+def bind_kernel(head: DraftHead) -> HeadKernel | None:
+    """The C step for a prepared head (specviz.head_step), where it applies: fp32 activations (fast_path.activations)
+    over fp32 or bf16 weights all on the panels, the few-row attention kernel, a head size it takes; else None."""
+    linears = {name: getattr(head, name) for name in head_step.LINEARS}
+    dtype = head.fc.weight.dtype
+    on_panels = all(getattr(m, "panels", None) is not None and getattr(m, "packed", None) is not None
+                    and m.packed.dtype == m.weight.dtype == dtype for m in linears.values())
+    if (not on_panels or head.few_rows is None or head.shape.head_dim not in HEAD_SIZES or head.fc.bias is None
+            or activations(head) != torch.float32):
+        return None
+    library = head_step.available()
+    if library is None:
+        return None
+    product = head.fc.panels._product_bf16 if dtype == torch.bfloat16 else head.fc.panels._product
+    norms = {name: getattr(head, name).weight for name in head_step.NORMS}
+    if head.shape.layers:  # several layers read: the lift too, where its fusion is on the same panels
+        if not (head.fuse.panels is not None and head.fuse.packed is not None and head.fuse.packed.dtype == dtype):
+            return None
+        linears["fuse"], norms["layer_norm"] = head.fuse, head.layer_norm
+    return HeadKernel(library, head.shape, {name: m.packed for name, m in linears.items()}, norms, head.fc.bias,
+                      product, head.few_rows)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specviz import attention, panels
+from specviz import attention, head_step, panels
 from specviz.config import Decoding, Sampling, TreeShape
 from specviz.decode import generate
 from specviz.drafters import HeadDrafter, HybridDrafter, build_drafter
@@ -236,6 +236,9 @@ def test_a_bf16_head_keeps_greedy_output_the_targets_own(target, make_drafter, b
     # bf16 weights; fp32 activations where the head's products are on the bf16 panels (fast_path.activations)
     assert next(head.head.parameters()).dtype == torch.bfloat16 and target.model.dtype == torch.float32
     assert head.dtype == (torch.float32 if panels.available() is not None else torch.bfloat16)
+    # where the C kernels build, its steps are one C call each (specviz.head_step): these runs check them too
+    kernels = all(lib is not None for lib in (panels.available(), attention.available(), head_step.available()))
+    assert (head.head.kernel is not None) == kernels
     for prompt, max_new in CASES:
         alone = generate(target, None, prompt, Decoding(max_new_tokens=max_new))
         run = generate(target, make_drafter(spec), prompt, Decoding(gamma=4, max_new_tokens=max_new, tree=tree))
