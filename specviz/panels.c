@@ -12,6 +12,9 @@
  * through ctypes after torch has loaded its OpenMP runtime, so both share one pool of threads.
  */
 #include <string.h>
+#if defined(__AVX2__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #ifdef __AVX512F__
 #define VW 16    /* floats in a vector register */
@@ -40,7 +43,21 @@ int specviz_panel_width(void) { return PW; }
 typedef unsigned short half_vec __attribute__((vector_size(VW * 2), aligned(2)));
 typedef int int_vec __attribute__((vector_size(VW * 4)));
 
+/* An int8 weight (a draft head's output rows, each row scaled to 127 at its largest) is widened to fp32 exactly; the
+ * caller multiplies each output by its row's scale. A quarter of the fp32 bytes: the rows are read cold every round. */
+
 static inline vec load_float(const float *p) { return *(const vec *)p; }
+static inline vec load_byte(const signed char *p) { /* GCC's own vector conversion goes byte by byte here */
+#ifdef __AVX512F__
+    return (vec)_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
+#elif defined(__AVX2__)
+    return (vec)_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+#else
+    vec out;
+    for (int i = 0; i < VW; i++) out[i] = (float)p[i];
+    return out;
+#endif
+}
 static inline vec load_half(const unsigned short *p) {
     return (vec)(__builtin_convertvector(*(const half_vec *)p, int_vec) << 16);
 }
@@ -64,7 +81,9 @@ static inline vec load_half(const unsigned short *p) {
         for (int i = 0; i < MC; i++)                                                                         \
             for (int j = 0; j < NB; j++) *(vec *)(out + i * ldo + j * VW) = acc[i][j];                       \
     }
-#define BLOCK(MC) BLOCK_OF(block, float, load_float, MC) BLOCK_OF(block16, unsigned short, load_half, MC)
+#define BLOCK(MC)                                                                                            \
+    BLOCK_OF(block, float, load_float, MC)                                                                   \
+    BLOCK_OF(block16, unsigned short, load_half, MC) BLOCK_OF(block8, signed char, load_byte, MC)
 BLOCK(1)
 BLOCK(2)
 BLOCK(3)
@@ -87,6 +106,13 @@ typedef void (*block16_fn)(const float *, long, const unsigned short *, float *,
 static const block16_fn blocks16[MAXMC + 1] = {0, block16_1, block16_2, block16_3, block16_4, block16_5, block16_6,
 #if MAXMC > 6
                                                block16_7, block16_8, block16_9
+#endif
+};
+
+typedef void (*block8_fn)(const float *, long, const signed char *, float *, long, long);
+static const block8_fn blocks8[MAXMC + 1] = {0, block8_1, block8_2, block8_3, block8_4, block8_5, block8_6,
+#if MAXMC > 6
+                                             block8_7, block8_8, block8_9
 #endif
 };
 
@@ -117,3 +143,4 @@ static const block16_fn blocks16[MAXMC + 1] = {0, block16_1, block16_2, block16_
     }
 PRODUCT_OF(specviz_panel_product, float, blocks)
 PRODUCT_OF(specviz_panel_product_bf16, unsigned short, blocks16)
+PRODUCT_OF(specviz_panel_product_int8, signed char, blocks8)

@@ -8,6 +8,7 @@ import torch
 
 from ..config import TreeShape
 from ..fast_path import activations, product
+from ..panels import Int8Rows
 from ..trees import TreeFeed, grow, merge_trees
 from ..verify import choose, distribution
 from .base import Drafter, Proposal
@@ -38,9 +39,12 @@ class HeadDrafter(Drafter):
         # activations' (fp32 where its bf16 products are all on the panels: fast_path.activations). What it reads is
         # cast to the latter, and q is always computed in fp32 from its logits.
         weights = next(head.parameters()).dtype
-        # x ↦ x @ [N, H].T: the target's output head on the draft vocabulary
-        self.rows = product(output.index_select(0, vocab_ids).to(weights))
+        # x ↦ x @ [N, H].T: the target's output head on the draft vocabulary (int8 beside a head on the bf16 panels)
+        rows = output.index_select(0, vocab_ids)
+        self.rows = product(rows.to(weights))
         self.dtype = activations(head) if activations(self.rows) == torch.float32 else weights
+        if self.dtype == torch.float32 and weights == torch.bfloat16:
+            self.rows = Int8Rows(rows, self.rows.panels)
         self.vocab_size = vocab_size
         self.cache = None
         self.read = 0  # pairs read with the target's true features

@@ -292,6 +292,46 @@ def test_the_avx2_build_computes_the_same_products(tmp_path, isa):
         halves = built.product(x.bfloat16(), built.pack(weight.bfloat16()), 100)  # a head's bf16 weights
         assert torch.equal(halves, built.product(x.bfloat16().float(), built.pack(weight.bfloat16().float()), 100)
                            .bfloat16())
+        bytes_, scales = built.pack_int8(weight)  # a head's output rows
+        assert torch.equal(built.product_int8(x, bytes_, scales), int8_reference(built, x, weight))
+
+
+@pytest.mark.parametrize("isa", ["-march=x86-64"])
+def test_a_build_without_avx2_still_multiplies_int8_rows(tmp_path, isa):
+    """Without AVX2 the int8 weights are widened one by one (GCC's generic vectors): the same products."""
+    compiler = panels.find_compiler()
+    if compiler is None:
+        pytest.skip("no C compiler")
+    built = panels._load(str(panels.compile_library(compiler, tmp_path / "panels-plain.so", (isa, "-Wno-psabi"))))
+    torch.manual_seed(2)
+    weight, x = torch.randn(70, 40), torch.randn(3, 40)
+    bytes_, scales = built.pack_int8(weight)
+    assert torch.equal(built.product_int8(x, bytes_, scales), int8_reference(built, x, weight))
+
+
+def int8_reference(built, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """What `product_int8` must give: the fp32 panel product over the int8 values, each output times its row's scale."""
+    scales = weight.abs().amax(1) / 127
+    return built.product(x, built.pack((weight / scales[:, None]).round()), weight.shape[0]) * scales
+
+
+@pytest.mark.parametrize("rows", [1, 4, 12])
+def test_int8_rows_are_the_product_over_the_rounded_weights_and_close_to_fp32(built, rows):
+    """A draft head's output rows in int8 (`panels.Int8Rows`): each row scaled to 127 at its largest, each weight
+    widened exactly, so the product is the fp32 one over the rounded weights times the scales, to the bit; a row
+    alone gets the same bits; within about 1% of the fp32 logits' size, and the likeliest row stays the likeliest
+    here."""
+    torch.manual_seed(3)
+    weight = torch.randn(300, 64) * 0.05
+    x = torch.randn(rows, 64)
+    module = panels.Int8Rows(weight, built)
+    y = module(x)
+    assert y.dtype == torch.float32 and y.shape == (rows, 300) and module.packed.dtype == torch.int8
+    assert torch.equal(y, int8_reference(built, x, weight))
+    assert torch.equal(module(x[-1:])[0], y[-1])
+    exact = x @ weight.T
+    assert float((y - exact).abs().max()) < 0.01 * float(exact.abs().max())
+    assert torch.equal(y.argmax(-1), exact.argmax(-1))
 
 
 def test_how_far_ahead_it_fetches_changes_no_bit(built, tmp_path):

@@ -239,6 +239,7 @@ def test_a_bf16_head_keeps_greedy_output_the_targets_own(target, make_drafter, b
     # where the C kernels build, its steps are one C call each (specviz.head_step): these runs check them too
     kernels = all(lib is not None for lib in (panels.available(), attention.available(), head_step.available()))
     assert (head.head.kernel is not None) == kernels
+    assert isinstance(head.rows, panels.Int8Rows) == (head.dtype == torch.float32)  # its output rows in int8 there
     for prompt, max_new in CASES:
         alone = generate(target, None, prompt, Decoding(max_new_tokens=max_new))
         run = generate(target, make_drafter(spec), prompt, Decoding(gamma=4, max_new_tokens=max_new, tree=tree))
