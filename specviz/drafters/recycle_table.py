@@ -47,14 +47,18 @@ class RecycleTable:
         self.ids = np.full((vocab, k), -1, dtype=np.int64) if ids is None else ids
         self.probs = np.zeros((vocab, k), dtype=np.float32) if probs is None else probs
         self.changed: set[int] = set()  # token ids whose rows this run wrote
+        self.read: dict[int, tuple[list[int], list[float]]] = {}  # rows read as lists since `learn` last wrote them
 
     def row(self, token: int) -> tuple[list[int], list[float]]:
         """The next tokens stored for `token`, likeliest first, and their probabilities (empty when none)."""
         if not 0 <= token < self.vocab:
             return [], []
-        ids = self.ids[token]
-        n = int((ids >= 0).sum())
-        return ids[:n].tolist(), self.probs[token, :n].tolist()
+        kept = self.read.get(token)
+        if kept is None:
+            ids = self.ids[token]
+            n = int((ids >= 0).sum())
+            kept = self.read[token] = ids[:n].tolist(), self.probs[token, :n].tolist()
+        return kept
 
     def learn(self, tokens: list[int], ids: torch.Tensor, probs: torch.Tensor) -> None:
         """Overwrite the rows of `tokens` with what the target expected after each ([m, ≤k] ids and probabilities).
@@ -65,6 +69,8 @@ class RecycleTable:
         rows = np.asarray(tokens, dtype=np.int64)
         inside = (rows >= 0) & (rows < self.vocab)
         rows, new_ids, new_probs = rows[inside], ids.cpu().numpy()[inside], probs.float().cpu().numpy()[inside]
+        for token in rows.tolist():
+            self.read.pop(token, None)
         self.ids[rows] = -1
         self.probs[rows] = 0.0
         self.ids[rows, :width] = new_ids[:, :width]

@@ -27,6 +27,7 @@ import numpy as np
 
 SEPARATOR = -1  # between documents in a corpus: no pattern matches across it
 COUNT_SAMPLE = 4096  # at most this many occurrences are read to count continuations (a stride sample)
+SMALL_COUNT = 256  # up to this many occurrences are counted in Python
 
 
 class Match:
@@ -105,7 +106,11 @@ class CorpusMatch(Match):
 
     def count(self) -> Counter:
         step = max(1, (self.hi - self.lo) // COUNT_SAMPLE)
-        tokens, counts = np.unique(self.corpus.tokens[self.starts], return_counts=True)
+        following = self.corpus.tokens[self.starts]
+        if len(following) <= SMALL_COUNT:  # most matches deep in a tree: counted in Python, quicker than a sort
+            counts = Counter(following.tolist())  # then in token order, as np.unique gives them (ties break alike)
+            return Counter({token: counts[token] * step for token in sorted(counts)})
+        tokens, counts = np.unique(following, return_counts=True)
         return Counter(dict(zip(tokens.tolist(), (counts * step).tolist())))
 
     def follow(self, token: int) -> CorpusMatch | None:

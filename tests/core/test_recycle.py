@@ -69,6 +69,7 @@ def test_a_row_is_overwritten_by_what_the_target_expected_last():
     table = RecycleTable(10, k=3)
     assert table.row(4) == ([], [])
     table.learn([4, 5], torch.tensor([[1, 2, 3], [6, 7, 8]]), torch.tensor([[0.5, 0.2, 0.1], [0.9, 0.05, 0.01]]))
+    assert table.row(4)[0] == [1, 2, 3]  # a row read (and kept as lists) is read again after it is learned anew
     table.learn([4, 4], torch.tensor([[9, 0, 1], [2, 3, -1]]), torch.tensor([[0.3, 0.3, 0.3], [0.7, 0.2, 0.0]]))
     assert table.row(4) == ([2, 3], pytest.approx([0.7, 0.2]))  # the later of two rows for one token wins
     assert table.row(5)[0] == [6, 7, 8] and table.changed == {4, 5}
