@@ -238,3 +238,53 @@ int specviz_few_row_attention(const float *q, const float *k, const float *v, lo
     attend(q, k, v, k_stride, v_stride, mask, out, work, KV, R, L, scale, D, one);
     return 0;
 }
+
+/* A round's other softmax: a verification's logits, which the recycle table learns from (specviz/drafters/recycle.py).
+ * For each of R rows of V logits: the k largest (values and ids, largest first; among equal values the lower id) and
+ * log sum e^x, so the k tokens' probabilities are e^(value - that) without a softmax written over every entry. A row
+ * is read three times, from the core's cache: its largest; e^(x - largest) summed in one fixed order; the k largest,
+ * skipping every 64 entries none of which beats the k-th so far. Rows are shared among the threads.
+ * values [R][k], ids [R][k], normaliser [R]; 0 < k <= V. */
+#define GROUP (4 * KC)
+void specviz_top_rows(const float *logits, long R, long V, long k, float *values, long *ids, float *normaliser) {
+#pragma omp parallel for schedule(static)
+    for (long r = 0; r < R; r++) {
+        const float *x = logits + r * V;
+        float *top = values + r * k;
+        long *at = ids + r * k, blocks = V / KC, found = 0;
+        vec most = splat(-FLT_MAX);
+        for (long b = 0; b < blocks; b++) {
+            vec y = *(const vec *)(x + b * KC);
+            most = pick(y > most, y, most);
+        }
+        float m = largest(most), tail = 0.f;
+        for (long i = blocks * KC; i < V; i++) m = x[i] > m ? x[i] : m;
+        vec sums = splat(0.f);
+        for (long b = 0; b < blocks; b++) sums += vexp(*(const vec *)(x + b * KC) - splat(m));
+        for (long i = blocks * KC; i < V; i++) tail += expf(x[i] - m);
+        normaliser[r] = m + logf(total(sums) + tail);
+        float floor = -FLT_MAX; /* the k-th largest so far, once k are found: an entry must beat it */
+        for (long g = 0; g < V; g += GROUP) {
+            long end = g + GROUP < V ? g + GROUP : V;
+            if (found == k && end - g == GROUP) {
+                vec y = *(const vec *)(x + g);
+                for (long b = 1; b < GROUP / KC; b++) {
+                    vec z = *(const vec *)(x + g + b * KC);
+                    y = pick(z > y, z, y);
+                }
+                if (largest(y) <= floor) continue;
+            }
+            for (long i = g; i < end; i++) {
+                float value = x[i];
+                if (found == k && value <= floor) continue;
+                long j = found < k ? found++ : k - 1; /* insert; when full, the smallest falls off the end */
+                while (j > 0 && top[j - 1] < value) {
+                    top[j] = top[j - 1], at[j] = at[j - 1];
+                    j--;
+                }
+                top[j] = value, at[j] = i;
+                if (found == k) floor = top[k - 1];
+            }
+        }
+    }
+}

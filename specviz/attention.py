@@ -50,6 +50,9 @@ class FewRows:
         self._work = library.specviz_attention_work
         self._work.argtypes = [ctypes.c_long] * 4
         self._work.restype = ctypes.c_long
+        self._top = library.specviz_top_rows
+        self._top.argtypes = [ctypes.c_void_p] + [ctypes.c_long] * 3 + [ctypes.c_void_p] * 3
+        self._top.restype = None
 
     def __deepcopy__(self, memo) -> FewRows:
         return self
@@ -110,6 +113,21 @@ def visible_rows(mask: torch.Tensor | None, q: int, length: int, groups: int) ->
     if not mask.requires_grad:
         mask._specviz_visible = (groups, visible)
     return visible
+
+
+def top_rows(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(ids [R, k], probabilities [R, k]): each row's k likeliest entries of fp32 CPU logits [R, V] at temperature 1,
+    likeliest first, by the kernel's one pass for the largest and the normaliser (no softmax written over every
+    entry; `Verified.top`, once a round); None where the kernel is not built here or off (SPECVIZ_FEW_ROWS=0)."""
+    built = available()
+    if built is None or logits.dim() != 2 or logits.device.type != "cpu" or not 0 < k <= logits.shape[1]:
+        return None
+    rows = logits.float().contiguous()
+    values, ids = torch.empty(rows.shape[0], k), torch.empty(rows.shape[0], k, dtype=torch.long)
+    normaliser = torch.empty(rows.shape[0])
+    built._top(rows.data_ptr(), rows.shape[0], rows.shape[1], k, values.data_ptr(), ids.data_ptr(),
+               normaliser.data_ptr())
+    return ids, (values - normaliser[:, None]).exp_()
 
 
 def _load(path: str) -> FewRows:

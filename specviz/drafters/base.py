@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache
 
+from ..attention import top_rows
 from ..config import MAX_GAMMA, Decoding, Sampling, TreeShape
 from ..verify import LazyLogits, top_k
 
@@ -65,6 +66,9 @@ class Verified:
         rows, logits = self.logits.known() if self.logits is not None else ([], None)
         if logits is None:
             return [], torch.empty(0, k, dtype=torch.long), torch.empty(0, k)
+        fast = top_rows(logits, k)  # the kernel's pass over each row (specviz.attention), where it is built
+        if fast is not None:
+            return rows, *fast
         logits = logits.float()
         values, ids = top_k(logits, k)
         return rows, ids, logits.softmax(-1).gather(1, ids)  # softmax: one pass, where logsumexp takes several

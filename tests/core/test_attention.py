@@ -225,3 +225,22 @@ def test_a_timing_names_the_kernel_beside_the_machine():
     assert "few-row attention" in machine("cpu", fast)
     stock = tiny_llama(seed=0, vocab_size=VOCAB, hidden=64, layers=1, heads=4, kv_heads=2)
     assert "few-row attention" not in machine("cpu", stock)
+
+
+@pytest.mark.parametrize(("rows", "entries", "k"), [(9, 49152 + 5, 8), (3, 70, 8), (2, 10, 3), (1, 300, 1)])
+def test_the_top_rows_are_torchs_topk_with_the_softmax_probabilities(rows, entries, k):
+    """`attention.top_rows` (what the recycle table learns each round): the k largest of each row, largest first, the
+    lower id first among equals, with softmax's probabilities for them, whatever the row length (a partial last block,
+    rows shorter than a block) and with entries at -inf."""
+    generator = torch.Generator().manual_seed(7)
+    logits = torch.randn(rows, entries, generator=generator) * 4
+    logits[0, 1] = logits[0, entries - 1] = logits[0].max() + 1  # a tie at the top
+    logits[-1, : entries // 2] = float("-inf")
+    ids, probs = attention.top_rows(logits, k)
+    values, _ = logits.topk(k, dim=-1)
+    assert ids.shape == probs.shape == (rows, k) and ids.dtype == torch.long
+    assert torch.equal(logits.gather(1, ids), values)
+    if k > 1:
+        assert ids[0, :2].tolist() == [1, entries - 1]
+    torch.testing.assert_close(probs, logits.softmax(-1).gather(1, ids), rtol=2e-6, atol=1e-9)
+    assert attention.top_rows(logits, entries + 1) is None and attention.top_rows(logits[0], k) is None
