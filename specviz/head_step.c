@@ -118,7 +118,8 @@ int specviz_head_step(const head_t *h, const float *e, const float *f, const lon
                            g * m, length + m, D, 1.0f / sqrtf((float)D));
     if (failed) return failed;
     for (long r = 0; r < m; r++) /* [heads][m][dim] back to [m][heads * dim] */
-        for (long n = 0; n < NH; n++) memcpy(t.joined + r * width + n * D, t.attended + (n * m + r) * D, D * 4);
+        for (long n = 0; n < NH; n++) memcpy(t.joined + r * width + n * D, t.attended + (n * m + r) * D,
+                                                  D * sizeof(float));
     h->product(t.joined, h->o, t.y, m, H, width);
     for (long i = 0; i < m * H; i++) t.x[i] += t.y[i];
 

@@ -2,10 +2,10 @@
 
 Why: `auto`'s head reads a few rows per forward, right after a target forward has streamed 540 MB through the caches.
 Its products are on the bf16 panels, but the forty-odd torch operations around them (five norms, the rotation, the
-layouts, SiLU, the residuals) cost more than the products there: on an AMD EPYC (2 cores), in `auto` runs, a head
-forward took about 1.0 ms of which the products were about 0.45 (`benchmarks/head_step.py`). The C step does the
-same arithmetic between the same two kernels, the panels' product and the few-row attention, handed over as function
-pointers from their own builds.
+layouts, SiLU, the residuals) cost more than the products there, 5–30 µs each. On an AMD EPYC (2 cores), a step of one
+row over 500 cached entries took 905 µs by torch's operations and 415 µs by this one call, both with the caches
+emptied first (566 and 195 warm; `benchmarks/head_step.py`). The C step does the same arithmetic between the same two
+kernels, the panels' product and the few-row attention, handed over as function pointers from their own builds.
 
 `HeadKernel` holds one head's packed weights and norms; `DraftHead.step` takes it where it applies (fp32 activations
 over bf16 panels, the few-row kernel, a few rows) and torch's operations elsewhere. SPECVIZ_HEAD_STEP=0 turns it off.

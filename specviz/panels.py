@@ -99,7 +99,7 @@ class Panels:
 class Int8Rows(nn.Module):
     """x ↦ x @ W.T by int8 panels (`Panels.pack_int8`: each row scaled to 127 at its largest), fp32 rows in and out: a
     draft head's output rows beside its bf16 panels. A head's guesses read every row, right after a target forward has
-    pushed them out of the caches: 8,192 rows of 576 took 0.19 ms cold against 0.35 in bf16 on an AMD EPYC
+    pushed them out of the caches: 8,192 rows of 576 took 0.16 ms cold against 0.34 in bf16 on an AMD EPYC
     (`benchmarks/head_step.py`). Only which tokens a draft offers can change: q is still computed in fp32 from these
     logits, and verification stays the target's own."""
 
