@@ -13,6 +13,10 @@ Which one a model's attention takes is measured at its first load, like the prod
 fast-path.json; models too small to time (the tests' tiny ones) take the kernel where it builds, so the tests run
 it. SPECVIZ_FEW_ROWS=0 turns it off, =1 takes it without measuring. Where no C compiler is found or the build fails,
 attention stays torch's and the log says why once.
+
+The same library, with its e^x, also gives the recycle table its round's top-k (`top_rows`): each row of a
+verification's logits read for its largest, its log-sum-exp and its k largest, instead of a top-k and a softmax written
+over all 49,152 entries (benchmarks/top_rows.py).
 """
 
 from __future__ import annotations
@@ -117,8 +121,9 @@ def visible_rows(mask: torch.Tensor | None, q: int, length: int, groups: int) ->
 
 def top_rows(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor] | None:
     """(ids [R, k], probabilities [R, k]): each row's k likeliest entries of fp32 CPU logits [R, V] at temperature 1,
-    likeliest first, by the kernel's one pass for the largest and the normaliser (no softmax written over every
-    entry; `Verified.top`, once a round); None where the kernel is not built here or off (SPECVIZ_FEW_ROWS=0)."""
+    likeliest first, by the kernel's passes over each row for the largest, the normaliser and the k largest (no
+    softmax written over every entry; `Verified.top`, once a round); None where the kernel is not built here or off
+    (SPECVIZ_FEW_ROWS=0)."""
     built = available()
     if built is None or logits.dim() != 2 or logits.device.type != "cpu" or not 0 < k <= logits.shape[1]:
         return None
