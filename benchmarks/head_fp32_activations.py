@@ -19,11 +19,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from drafter_runs import in_turn, print_runs  # noqa: E402  (beside this script)
+
 from specviz.config import Decoding, TreeShape  # noqa: E402
-from specviz.decode import generate  # noqa: E402
 from specviz.drafters import build_drafter  # noqa: E402
 from specviz.fast_path import PackedLinear  # noqa: E402
-from specviz.lab.measure import machine, warm_up  # noqa: E402
+from specviz.lab.measure import machine  # noqa: E402
 from specviz.models import load_model  # noqa: E402
 
 PROMPTS = Path(__file__).with_name("eval14-prompts.jsonl")
@@ -61,25 +62,9 @@ def main() -> None:
     drafters = {"bf16 activations (shipped)": build_drafter("auto", target, load_model),
                 "fp32 activations": build_drafter("auto", target, load_model)}
     in_fp32(drafters["fp32 activations"])
-    for drafter in drafters.values():
-        warm_up(target, lambda drafter=drafter: drafter, prompts[0], settings)
-    totals = {kind: [0.0, 0, 0, 0.0] for kind in drafters}
-    for repeat in range(2):
-        for i, prompt in enumerate(prompts):
-            order = list(drafters.items()) if (i + repeat) % 2 == 0 else list(drafters.items())[::-1]
-            for kind, drafter in order:
-                run = generate(target, drafter, prompt, settings)
-                total = totals[kind]
-                total[0] += sum(r.draft_seconds for r in run.rounds)
-                total[1] += len(run.rounds)
-                total[2] += len(run.output_ids)
-                total[3] += run.seconds - run.prefill_seconds
+    results = in_turn(target, drafters, prompts, settings)
     print(f"# {machine('cpu', target.model)}; `auto` on the {len(prompts)} prompts of {PROMPTS.name}, twice, in turn\n")
-    print("| head's activations | drafting, ms a round | tokens a round | tokens/s after the prefill |")
-    print("| --- | ---: | ---: | ---: |")
-    for kind, (draft, rounds, tokens, seconds) in totals.items():
-        print(f"| {kind} | {draft / rounds * 1e3:.2f} | {tokens / rounds:.3f} | {tokens / seconds:.1f} |")
-
+    print_runs("head's activations", results)
 
 if __name__ == "__main__":
     main()

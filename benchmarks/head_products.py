@@ -3,6 +3,8 @@
 
 1. Each of `auto`'s head's linears (smol-head-v5 beside the default target) with 2 rows: warm (called over and over)
    and cold (after a pass over 64 MB, as a draft read comes after a target forward that streamed 540 MB), µs.
+   Since the head's output rows went to int8 (`panels.Int8Rows`, benchmarks/head_step.py), the shipped drafter's
+   "output rows" are int8 here; benchmarks/results/head-products-amd.txt predates that (bf16 rows).
 2. With --runs: `auto` on the prompts, two drafters built side by side, one with its head on the bf16 panels and one
    on oneDNN, run in turn prompt by prompt (the order alternating), twice over: drafting ms per round, tokens per
    round and tokens per second after the prefill.
@@ -15,18 +17,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from drafter_runs import cold, in_turn, print_runs, warm  # noqa: E402  (beside this script)
+
 from specviz import fast_path, products  # noqa: E402
 from specviz.config import Decoding, TreeShape  # noqa: E402
-from specviz.decode import generate  # noqa: E402
 from specviz.drafters import build_drafter  # noqa: E402
-from specviz.lab.measure import machine, warm_up  # noqa: E402
+from specviz.lab.measure import machine  # noqa: E402
 from specviz.models import load_model  # noqa: E402
 
 PROMPTS = Path(__file__).with_name("eval14-prompts.jsonl")
@@ -44,25 +46,6 @@ def on_onednn(target):
 
 def linears(target) -> None:
     drafters = {"oneDNN": on_onednn(target), "bf16 panels": build_drafter("auto", target, load_model)}
-    evict = torch.randn(64 * 2**20 // 4)
-
-    def warm(call, n=200):
-        for _ in range(10):
-            call()
-        start = time.perf_counter()
-        for _ in range(n):
-            call()
-        return (time.perf_counter() - start) / n * 1e6
-
-    def cold(call, n=50):
-        total = 0.0
-        for _ in range(n):
-            evict.add_(1.0)
-            start = time.perf_counter()
-            call()
-            total += time.perf_counter() - start
-        return total / n * 1e6
-
     print("| linear | weight | oneDNN warm | oneDNN cold | bf16 panels warm | bf16 panels cold |")
     print("| --- | --- | ---: | ---: | ---: | ---: |")
     sums = [0.0] * 4
@@ -85,25 +68,9 @@ def runs(target) -> None:
     prompts = [json.loads(line)["prompt"] for line in PROMPTS.read_text().splitlines() if line.strip()]
     settings = Decoding(gamma=6, max_new_tokens=128, tree=TreeShape(budget=8, branching=3))
     drafters = {"bf16 panels": build_drafter("auto", target, load_model), "oneDNN": on_onednn(target)}
-    for drafter in drafters.values():
-        warm_up(target, lambda drafter=drafter: drafter, prompts[0], settings)
-    totals = {kind: [0.0, 0, 0, 0.0] for kind in drafters}
-    for repeat in range(2):
-        for i, prompt in enumerate(prompts):
-            order = list(drafters.items()) if (i + repeat) % 2 == 0 else list(drafters.items())[::-1]
-            for kind, drafter in order:
-                run = generate(target, drafter, prompt, settings)
-                total = totals[kind]
-                total[0] += sum(r.draft_seconds for r in run.rounds)
-                total[1] += len(run.rounds)
-                total[2] += len(run.output_ids)
-                total[3] += run.seconds - run.prefill_seconds
+    results = in_turn(target, drafters, prompts, settings)
     print(f"\n`auto` on the {len(prompts)} prompts of {PROMPTS.name}, twice, in turn (128 tokens, γ 6, tree of 8):\n")
-    print("| head's products | drafting, ms a round | tokens a round | tokens/s after the prefill |")
-    print("| --- | ---: | ---: | ---: |")
-    for kind, (draft, rounds, tokens, seconds) in totals.items():
-        print(f"| {kind} | {draft / rounds * 1e3:.2f} | {tokens / rounds:.3f} | {tokens / seconds:.1f} |")
-
+    print_runs("head's products", results)
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -16,19 +16,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from drafter_runs import cold, in_turn, print_runs, warm  # noqa: E402  (beside this script)
+
 from specviz.config import Decoding, TreeShape  # noqa: E402
-from specviz.decode import generate  # noqa: E402
 from specviz.drafters import build_drafter  # noqa: E402
 from specviz.drafters.head_net import KVCache  # noqa: E402
 from specviz.fast_path import product  # noqa: E402
-from specviz.lab.measure import machine, warm_up  # noqa: E402
+from specviz.lab.measure import machine  # noqa: E402
 from specviz.models import load_model  # noqa: E402
 
 PROMPTS = Path(__file__).with_name("eval14-prompts.jsonl")
@@ -47,25 +47,6 @@ def variants(target) -> dict:
 
 
 def calls(drafters) -> None:
-    evict = torch.randn(64 * 2**20 // 4)
-
-    def warm(call, n=200):
-        for _ in range(10):
-            call()
-        start = time.perf_counter()
-        for _ in range(n):
-            call()
-        return (time.perf_counter() - start) / n * 1e6
-
-    def cold(call, n=50):
-        total = 0.0
-        for _ in range(n):
-            evict.add_(1.0)
-            start = time.perf_counter()
-            call()
-            total += time.perf_counter() - start
-        return total / n * 1e6
-
     shipped, ops, bf16 = drafters[SHIPPED].head, drafters[TORCH_OPS].head, drafters[BF16_ROWS].head
     hidden = shipped.head.shape.hidden
     print("| call | torch / bf16 warm | torch / bf16 cold | C / int8 warm | C / int8 cold |")
@@ -98,26 +79,9 @@ def calls(drafters) -> None:
 def runs(target, drafters) -> None:
     prompts = [json.loads(line)["prompt"] for line in PROMPTS.read_text().splitlines() if line.strip()]
     settings = Decoding(gamma=6, max_new_tokens=128, tree=TreeShape(budget=8, branching=3))
-    for drafter in drafters.values():
-        warm_up(target, lambda drafter=drafter: drafter, prompts[0], settings)
-    totals = {name: [0.0, 0, 0, 0.0] for name in drafters}
-    names = list(drafters)
-    for repeat in range(2):
-        for i, prompt in enumerate(prompts):
-            turn = (i + repeat) % len(names)
-            for name in names[turn:] + names[:turn]:
-                run = generate(target, drafters[name], prompt, settings)
-                total = totals[name]
-                total[0] += sum(r.draft_seconds for r in run.rounds)
-                total[1] += len(run.rounds)
-                total[2] += len(run.output_ids)
-                total[3] += run.seconds - run.prefill_seconds
+    results = in_turn(target, drafters, prompts, settings)
     print(f"\n`auto` on the {len(prompts)} prompts of {PROMPTS.name}, twice, in turn (128 tokens, γ 6, tree of 8):\n")
-    print("| head | drafting, ms a round | tokens a round | tokens/s after the prefill |")
-    print("| --- | ---: | ---: | ---: |")
-    for name, (draft, rounds, tokens, seconds) in totals.items():
-        print(f"| {name} | {draft / rounds * 1e3:.2f} | {tokens / rounds:.3f} | {tokens / seconds:.1f} |")
-
+    print_runs("head", results)
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
