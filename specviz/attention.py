@@ -24,7 +24,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -142,9 +141,7 @@ def _load(path: str) -> FewRows:
 def available(directory: Path | None = None) -> FewRows | None:
     """The kernel on this machine, built into `directory` (the SpecViz cache) if it is not there yet; None where it
     is switched off (SPECVIZ_FEW_ROWS=0) or cannot be built here (the reason is logged once)."""
-    if os.environ.get(SWITCH_ENV, "").strip() == "0":
-        return None
-    return _built(directory or Path(tempfile.gettempdir()) / f"specviz-{os.getuid()}")
+    return panels.switched_build(SWITCH_ENV, directory, _built)
 
 
 @functools.cache

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
-import tempfile
 from pathlib import Path
 
 import torch
@@ -119,9 +117,7 @@ def _unbound() -> None:
 def available(directory: Path | None = None) -> Library | None:
     """The library on this machine, built into `directory` (the SpecViz cache) if it is not there yet; None where it
     is switched off (SPECVIZ_HEAD_STEP=0) or cannot be built here (the reason is logged once)."""
-    if os.environ.get(SWITCH_ENV, "").strip() == "0":
-        return None
-    return _built(directory or Path(tempfile.gettempdir()) / f"specviz-{os.getuid()}")
+    return panels.switched_build(SWITCH_ENV, directory, _built)
 
 
 @functools.cache

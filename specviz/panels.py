@@ -120,9 +120,15 @@ def _load(path: str) -> Panels:
 def available(directory: Path | None = None) -> Panels | None:
     """The panel product on this machine, built into `directory` (the SpecViz cache) if it is not there yet; None
     where it is switched off (SPECVIZ_PANELS=0) or cannot be built here (the reason is logged once)."""
-    if os.environ.get(SWITCH_ENV, "").strip() == "0":
+    return switched_build(SWITCH_ENV, directory, _built)
+
+
+def switched_build(switch: str, directory: Path | None, built):
+    """What `built(directory)` gives (a C library's cached build: the panels', the attention's, the head step's), or
+    None where the environment variable `switch` is "0"; `directory` defaults to the process's temporary cache."""
+    if os.environ.get(switch, "").strip() == "0":
         return None
-    return _built(directory or Path(tempfile.gettempdir()) / f"specviz-{os.getuid()}")
+    return built(directory or Path(tempfile.gettempdir()) / f"specviz-{os.getuid()}")
 
 
 def find_compiler() -> str | None:
