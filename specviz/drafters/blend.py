@@ -14,7 +14,7 @@ Rounds page draws. q stays one-hot, so verification stays exact.
 
 from __future__ import annotations
 
-from .recycle import MIN_SCORE, RecycleDrafter, last_two, recycled_offers
+from .recycle import MIN_SCORE, RecycleDrafter, recycled_offers
 from .recycle_table import RecycleStore
 from .scored import Offer, ScoredTree, grow, merge
 from .suffix import SuffixDrafter, acceptance, continuations
@@ -40,19 +40,18 @@ class BlendDrafter(RecycleDrafter):
         return [Offer(token, acceptance(source, depth, count, seen, other), source, matches)
                 for source, depth, token, count, seen, other in continuations(matches, width, self.never)]
 
-    def offers(self, matches: Matches, token: int, width: int, before: int = -1) -> list[Offer]:
-        """Every source's candidates after `token` (its matches `matches`, `before` the token before it), one per
-        token, the best `width`."""
+    def offers(self, matches: Matches, token: int, width: int) -> list[Offer]:
+        """Every source's candidates after `token` (its matches `matches`), one per token, the best `width`."""
         return merge(self.copied_offers(matches, width)
-                     + recycled_offers(self.table, token, width, self.never, matches, before), width)
+                     + recycled_offers(self.table, token, width, self.never, matches), width)
 
     def root_offers(self, matches: Matches, token: int, width: int, context) -> list[Offer]:
         """The offers after the last committed token (`context` [1, L], the committed text, for a source that
         reads it)."""
-        return self.offers(matches, token, width, self.before_root)
+        return self.offers(matches, token, width)
 
-    def expand(self, offer: Offer, width: int, score: float = 1.0, before: int = -1) -> list[Offer]:
-        return self.offers(follow(offer.state, offer.token), offer.token, width, before)
+    def expand(self, offer: Offer, width: int, score: float = 1.0) -> list[Offer]:
+        return self.offers(follow(offer.state, offer.token), offer.token, width)
 
     def draft(self, context, k, sampling, generator):
         local_index = self.suffix.local
@@ -63,10 +62,9 @@ class BlendDrafter(RecycleDrafter):
             text = local_index.tokens
             corpus = self.suffix.corpus
             found = corpus.longest_match(text, exclude=self.suffix.key) if corpus is not None else None
-            last, self.before_root = last_two(context)
-            root = self.root_offers((local_index.longest_match(text), found), last, width, context)
-            tree = grow(root, lambda offer, score, before: self.expand(offer, width, score, before), budget, k,
-                        MIN_SCORE, self.calibration, last)
+            root = self.root_offers((local_index.longest_match(text), found), text[-1], width, context)
+            tree = grow(root, lambda offer, score: self.expand(offer, width, score), budget, k, MIN_SCORE,
+                        self.calibration)
         return self.proposal(tree, context.device)
 
     def finish(self, output_ids: list[int]) -> None:

@@ -89,15 +89,15 @@ class HeadBlendDrafter(BlendDrafter):
     def root_offers(self, matches: Matches, token: int, width: int, context) -> list[Offer]:
         """Copied and recycled offers after the last committed token, and the head's if reading the root pays: it
         then reads the pairs kept since it last read (`HeadDrafter.catch_up`)."""
-        others = self.offers(matches, token, width, self.before_root)
+        others = self.offers(matches, token, width)
         if self.pays(1.0, others) and self.head.catch_up(context):
             self.root, self.feed = HeadNode(self.head.feature), TreeFeed(self.head.true_length)
         return self.joined(matches, others, self.root, width)
 
-    def expand(self, offer: Offer, width: int, score: float = 1.0, before: int = -1) -> list[Offer]:
+    def expand(self, offer: Offer, width: int, score: float = 1.0) -> list[Offer]:
         matches, parent = offer.state
         matches = follow(matches, offer.token)
-        others = self.offers(matches, offer.token, width, before)
+        others = self.offers(matches, offer.token, width)
         return self.joined(matches, others, self.read(offer.token, parent, score, others), width)
 
     def joined(self, matches: Matches, others: list[Offer], node: HeadNode, width: int) -> list[Offer]:

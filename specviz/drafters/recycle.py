@@ -47,11 +47,9 @@ def recycled_chance(p: float, rank: int) -> float:
     return 1 / (1 + math.exp(-(a + b * math.log(max(p, 1e-6)) + c * rank)))
 
 
-def recycled_offers(table: RecycleTable, token: int, width: int, never: frozenset[int], state=None,
-                    before: int = -1) -> list[Offer]:
-    """The table's `width` likeliest next tokens after `token` (never-drafted ones left out), as offers: after the
-    pair (before, token) where the table has read it, else after the token."""
-    ids, probs = table.row(token, before)
+def recycled_offers(table: RecycleTable, token: int, width: int, never: frozenset[int], state=None) -> list[Offer]:
+    """The table's `width` likeliest next tokens after `token` (never-drafted ones left out), as offers."""
+    ids, probs = table.row(token)
     offers = []
     for rank, (next_token, p) in enumerate(zip(ids, probs)):
         if next_token not in never:
@@ -61,12 +59,9 @@ def recycled_offers(table: RecycleTable, token: int, width: int, never: frozense
     return offers
 
 
-def learn_from(table: RecycleTable, verified: Verified | None, kept: list[int], k: int = TOP_K,
-               before_root: int = -1) -> None:
+def learn_from(table: RecycleTable, verified: Verified | None, kept: list[int], k: int = TOP_K) -> None:
     """Write the target's top-k at every row the verification computed into the table: the refused and unreached
-    nodes first, then the root and the kept branch (the text that was really written wins a token's row). Each
-    row is also written for its pair (the token before it, the token): its parent's token, or for the root
-    `before_root`, the committed token before it."""
+    nodes first, then the root and the kept branch (the text that was really written wins a token's row)."""
     if verified is None:
         return
     rows, ids, probs = verified.top(k)
@@ -77,14 +72,7 @@ def learn_from(table: RecycleTable, verified: Verified | None, kept: list[int], 
     on_branch = set(branch)
     position = {row: i for i, row in enumerate(rows)}
     order = [position[r] for r in rows if r not in on_branch] + [position[r] for r in branch if r in position]
-    table.learn([tokens[rows[i]] for i in order], ids[order], probs[order],
-                [verified.previous(rows[i], before_root) for i in order])
-
-
-def last_two(context: torch.Tensor) -> tuple[int, int]:
-    """The last committed token of `context` [1, L] and the one before it (-1 where there is none)."""
-    tail = context[0, -2:].tolist()
-    return tail[-1], tail[0] if len(tail) == 2 else -1
+    table.learn([tokens[rows[i]] for i in order], ids[order], probs[order])
 
 
 @dataclass(frozen=True)
@@ -126,7 +114,6 @@ class RecycleDrafter(Drafter):
         self.key: int | None = None
         self.last: Drawn | None = None
         self.proposed: ScoredTree | None = None  # the last proposal's nodes, judged in `feedback`
-        self.before_root = -1  # the committed token before the last one when the round drafted (its pair's first)
         self.calibration = Calibration()  # each source's chances against what was kept, learned during the run
 
     def start(self, prompt_ids, settings, hidden=None):
@@ -147,11 +134,9 @@ class RecycleDrafter(Drafter):
         budget, width = self.shape(k)
         tree = ScoredTree()
         if k > 0:
-            last, self.before_root = last_two(context)
-            root = recycled_offers(self.table, last, width, self.never, before=self.before_root)
-            tree = grow(root, lambda offer, _score, before: recycled_offers(self.table, offer.token, width,
-                                                                            self.never, before=before),
-                        budget, k, MIN_SCORE, self.calibration, last)
+            root = recycled_offers(self.table, int(context[0, -1]), width, self.never)
+            tree = grow(root, lambda offer, _score: recycled_offers(self.table, offer.token, width, self.never),
+                        budget, k, MIN_SCORE, self.calibration)
         return self.proposal(tree, context.device)
 
     def proposal(self, tree: ScoredTree, device) -> Proposal:
@@ -169,7 +154,7 @@ class RecycleDrafter(Drafter):
         if self.proposed is not None:
             self.calibration.judge(self.proposed, kept)
             self.proposed = None
-        learn_from(self.table, verified, kept, self.table.k, self.before_root)
+        learn_from(self.table, verified, kept, self.table.k)
         super().feedback(kept)
 
     def finish(self, output_ids: list[int]) -> None:

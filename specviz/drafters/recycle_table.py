@@ -6,11 +6,7 @@ target's logits at every node it reads, refused ones included, and those logits 
 after each node's token. So every round the table's rows for the tokens just read are overwritten
 (`RecycleTable.learn`), and a drafter reads a tree of likely continuations out of it, token by token.
 
-- `RecycleTable`: one run's table, [V, k] ids (-1: none yet) and probabilities, with the rows it changed. Beside
-  each token's row it keeps rows by pair (the token before, the token): what the target expected after the last two
-  tokens the last time it read them. Where a pair was read before, its row is the sharper guess (on the evaluation
-  prompts' greedy answers, the target's next token was a pair row's first in 31% of positions, where the token's
-  own row alone had it in 27%); elsewhere the token's row answers.
+- `RecycleTable`: one run's table, [V, k] ids (-1: none yet) and probabilities, with the rows it changed.
 - `RecycleStore`: the process's table, which every run starts from and every finished run writes back to, as the
   suffix corpus keeps finished answers. A row keeps its latest writer's prompt key and the latest row written
   under another key, so a prompt run again never starts from what its own earlier run taught (`table_for`).
@@ -22,11 +18,9 @@ after each node's token. So every round the table's rows for the tokens just rea
 from __future__ import annotations
 
 import functools
-import itertools
 import json
 import logging
 import threading
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +31,6 @@ from ..errors import SpecVizError
 TOP_K = 8  # next tokens kept per token id (Token Recycling keeps 8)
 SHIPPED_TABLE = Path(__file__).resolve().parents[2] / "assets" / "suffix" / "recycle.safetensors"
 NO_KEY = -1  # rows of the warm start, and of runs that give no key
-MAX_PAIRS = 200_000  # pair rows the process keeps (about 100 MB at most); the oldest written go first
 
 _log = logging.getLogger("specviz")
 
@@ -55,25 +48,11 @@ class RecycleTable:
         self.probs = np.zeros((vocab, k), dtype=np.float32) if probs is None else probs
         self.changed: set[int] = set()  # token ids whose rows this run wrote
         self.read: dict[int, tuple[list[int], list[float]]] = {}  # rows read as lists since `learn` last wrote them
-        self.pairs: dict[int, tuple[list[int], list[float]]] = {}  # this run's rows by pair (`pair`)
-        self.shared: Callable[[int], tuple[list[int], list[float]] | None] | None = None  # other runs' pair rows
 
-    def pair(self, before: int, token: int) -> int:
-        """The key of the pair (before, token)."""
-        return before * self.vocab + token
-
-    def row(self, token: int, before: int = -1) -> tuple[list[int], list[float]]:
-        """The next tokens stored after `token`, likeliest first, and their probabilities (empty when none): the
-        pair's row where `before` (the token before it; -1: unknown) was read with it, else the token's own."""
+    def row(self, token: int) -> tuple[list[int], list[float]]:
+        """The next tokens stored for `token`, likeliest first, and their probabilities (empty when none)."""
         if not 0 <= token < self.vocab:
             return [], []
-        if 0 <= before < self.vocab:
-            key = before * self.vocab + token
-            found = self.pairs.get(key)
-            if found is None and self.shared is not None:
-                found = self.shared(key)
-            if found is not None:
-                return found
         kept = self.read.get(token)
         if kept is None:
             ids = self.ids[token]
@@ -81,19 +60,15 @@ class RecycleTable:
             kept = self.read[token] = ids[:n].tolist(), self.probs[token, :n].tolist()
         return kept
 
-    def learn(self, tokens: list[int], ids: torch.Tensor, probs: torch.Tensor, before: list[int] | None = None) -> None:
-        """Overwrite the rows of `tokens` with what the target expected after each ([m, ≤k] ids and probabilities),
-        and with `before` (the token before each; -1: unknown) the rows of those pairs. Where a token occurs twice,
-        the later row wins: callers put the rows they trust most last."""
+    def learn(self, tokens: list[int], ids: torch.Tensor, probs: torch.Tensor) -> None:
+        """Overwrite the rows of `tokens` with what the target expected after each ([m, ≤k] ids and probabilities).
+        Where a token occurs twice, the later row wins: callers put the rows they trust most last."""
         if not tokens:
             return
         width = min(self.k, ids.shape[1])
         rows = np.asarray(tokens, dtype=np.int64)
         inside = (rows >= 0) & (rows < self.vocab)
         rows, new_ids, new_probs = rows[inside], ids.cpu().numpy()[inside], probs.float().cpu().numpy()[inside]
-        if before is not None:
-            firsts = np.asarray(before, dtype=np.int64)[inside]
-            self._learn_pairs(firsts, rows, new_ids[:, :width], new_probs[:, :width])
         for token in rows.tolist():
             self.read.pop(token, None)
         self.ids[rows] = -1
@@ -101,12 +76,6 @@ class RecycleTable:
         self.ids[rows, :width] = new_ids[:, :width]
         self.probs[rows, :width] = new_probs[:, :width]
         self.changed.update(rows.tolist())
-
-    def _learn_pairs(self, before: np.ndarray, tokens: np.ndarray, ids: np.ndarray, probs: np.ndarray) -> None:
-        for first, token, row_ids, row_probs in zip(before.tolist(), tokens.tolist(), ids.tolist(), probs.tolist()):
-            if 0 <= first < self.vocab:
-                n = sum(1 for i in row_ids if i >= 0)
-                self.pairs[first * self.vocab + token] = row_ids[:n], row_probs[:n]
 
     def copy(self) -> RecycleTable:
         return RecycleTable(self.vocab, self.k, self.ids.copy(), self.probs.copy())
@@ -127,16 +96,6 @@ class RecycleStore:
         self.problem = ""  # why the warm start is missing, where a file was there but could not be read
         self.warm = 0  # rows filled by the warm start
         self.lock = threading.Lock()
-        # pair -> its latest row (writer's key, ids, probs), then the latest written under another key, if any;
-        # oldest written first, at most MAX_PAIRS
-        self.pairs: dict[int, tuple[tuple[int, list[int], list[float]], ...]] = {}
-
-    def pair_row(self, pair: int, key: int) -> tuple[list[int], list[float]] | None:
-        """The latest row of `pair` not written under `key` (None: none)."""
-        for writer, ids, probs in self.pairs.get(pair, ()):
-            if writer != key or key == NO_KEY:
-                return ids, probs
-        return None
 
     def start_from(self, tokens: np.ndarray, ids: np.ndarray, probs: np.ndarray) -> None:
         """Fill rows from a warm start (its rows may hold fewer than k next tokens)."""
@@ -154,33 +113,21 @@ class RecycleStore:
         with self.lock:
             own = self.keys[0] == key if key is not None else None
             if own is None or not own.any():
-                table = RecycleTable(self.vocab, self.k, self.ids[0].copy(), self.probs[0].copy())
-            else:
-                table = RecycleTable(self.vocab, self.k, np.where(own[:, None], self.ids[1], self.ids[0]),
-                                     np.where(own[:, None], self.probs[1], self.probs[0]))
-        table.shared = functools.partial(self.pair_row, key=NO_KEY if key is None else key)
-        return table
+                return RecycleTable(self.vocab, self.k, self.ids[0].copy(), self.probs[0].copy())
+            return RecycleTable(self.vocab, self.k, np.where(own[:, None], self.ids[1], self.ids[0]),
+                                np.where(own[:, None], self.probs[1], self.probs[0]))
 
     def keep(self, table: RecycleTable, key: int | None = None) -> None:
         """Write back the rows a finished run changed, under its key."""
-        key = NO_KEY if key is None else key
-        self._keep_pairs(table.pairs, key)
         rows = np.fromiter(table.changed, dtype=np.int64, count=len(table.changed))
         if not len(rows):
             return
+        key = NO_KEY if key is None else key
         with self.lock:
             other = rows[self.keys[0, rows] != key]  # their latest row moves to the second slot
             self.ids[1, other], self.probs[1, other], self.keys[1, other] = (
                 self.ids[0, other], self.probs[0, other], self.keys[0, other])
             self.ids[0, rows], self.probs[0, rows], self.keys[0, rows] = table.ids[rows], table.probs[rows], key
-
-    def _keep_pairs(self, pairs: dict[int, tuple[list[int], list[float]]], key: int) -> None:
-        with self.lock:
-            for pair, (ids, probs) in pairs.items():
-                other = next((entry for entry in self.pairs.pop(pair, ()) if entry[0] != key), None)
-                self.pairs[pair] = ((key, ids, probs), other) if other is not None else ((key, ids, probs),)
-            for pair in list(itertools.islice(self.pairs, max(0, len(self.pairs) - MAX_PAIRS))):
-                del self.pairs[pair]
 
 
 def warm_rows(documents: list[list[int]], top_ids: list[np.ndarray], top_probs: list[np.ndarray],

@@ -88,13 +88,12 @@ class Calibration:
                 self.sums[source] = (DECAY * old_hits + (1 - DECAY) * PRIOR, DECAY * old_given + (1 - DECAY) * PRIOR)
 
 
-def grow(root: list[Offer], expand: Callable[[Offer, float, int], list[Offer]], budget: int, max_depth: int,
-         min_score: float = 0.0, calibration: Calibration | None = None, last: int = -1) -> ScoredTree:
+def grow(root: list[Offer], expand: Callable[[Offer, float], list[Offer]], budget: int, max_depth: int,
+         min_score: float = 0.0, calibration: Calibration | None = None) -> ScoredTree:
     """Up to `budget` nodes, most likely first, none deeper than `max_depth`: `root` holds the offers after the last
-    committed token (`last`), `expand(offer, score, before)` those after a node taken with that score (a source
-    whose offers cost something can weigh them against it), `before` the token before the node's (its parent's, or
-    `last`). Offers scoring below `min_score` are never taken. With a `calibration`, each node's chance is its
-    source's calibrated one.
+    committed token, `expand(offer, score)` those after a node taken with that score (a source whose offers cost
+    something can weigh them against it). Offers scoring below `min_score` are never taken. With a `calibration`,
+    each node's chance is its source's calibrated one.
 
     A node is expanded only when its children could still be taken: a taken node waits in the frontier with its own
     score, which bounds its children's (every chance is below 1), and is expanded when that comes first. So the
@@ -117,8 +116,7 @@ def grow(root: list[Offer], expand: Callable[[Offer, float, int], list[Offer]], 
     while frontier and len(tree.tokens) < budget:
         score, _, parent, offer = heapq.heappop(frontier)
         if offer is None:  # a taken node whose children may now be the likeliest left
-            above = tree.parents[parent]
-            push(parent, -score, expand(taken[parent], -score, tree.tokens[above] if above >= 0 else last))
+            push(parent, -score, expand(taken[parent], -score))
             continue
         tree.tokens.append(offer.token)
         tree.parents.append(parent)

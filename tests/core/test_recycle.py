@@ -15,7 +15,6 @@ import torch
 from specviz.comparison import dumps, loads
 from specviz.config import Decoding, Sampling, TreeShape
 from specviz.decode import encode_prompt, generate
-from specviz.drafters import recycle_table
 from specviz.drafters.base import Verified
 from specviz.drafters.blend import BlendDrafter
 from specviz.drafters.recycle import RECYCLED, RecycleDrafter, learn_from
@@ -90,31 +89,6 @@ def test_every_verified_row_is_learned_and_the_kept_branch_wins():
     assert table.row(3)[0][0] == 4 and table.row(4)[0][0] == 5 and table.row(5)[0][0] == 6
     assert sum(table.row(5)[1]) == pytest.approx(1.0, abs=1e-3)
     assert verified.previous(3) == 4 and verified.previous(2) == 3 and verified.previous(0, before_root=7) == 7
-
-
-def test_a_pair_row_answers_where_the_pair_was_read_and_the_token_row_elsewhere():
-    table = RecycleTable(10, k=3)
-    ids, probs = torch.tensor([[1, 2, 3], [6, 7, -1]]), torch.tensor([[0.5, 0.2, 0.1], [0.9, 0.05, 0.0]])
-    table.learn([4, 4], ids, probs, before=[8, 9])  # token 4 read after 8, then after 9
-    assert table.row(4, before=8) == ([1, 2, 3], pytest.approx([0.5, 0.2, 0.1]))
-    assert table.row(4, before=9) == ([6, 7], pytest.approx([0.9, 0.05]))  # unused slots left out
-    assert table.row(4)[0] == [6, 7] and table.row(4, before=2)[0] == [6, 7]  # unknown pair: the token's latest row
-    table.learn([5], torch.tensor([[3, 2, 1]]), torch.tensor([[0.4, 0.3, 0.2]]), before=[-1])  # no token before
-    assert table.pairs.keys() == {table.pair(8, 4), table.pair(9, 4)} and table.row(5, before=1)[0] == [3, 2, 1]
-
-
-def test_each_verified_row_is_learned_for_its_pair_with_its_parent():
-    """The same forward as above: [root 3, node 0: 5, node 1: 4, node 2: 5], node 2 below node 1; the committed
-    token before the root is 7."""
-    logits = torch.full((4, 10), -10.0)
-    for row, best in enumerate([4, 8, 5, 6]):
-        logits[row, best] = 5.0
-    table = RecycleTable(10, k=2)
-    learn_from(table, Verified(torch.tensor([3, 5, 4, 5]), [-1, -1, 1], LazyLogits.ready(logits)), [1, 2], 2, 7)
-    assert table.row(3, before=7)[0][0] == 4  # the root, after the committed 7
-    assert table.row(5, before=3)[0][0] == 8  # node 0 (refused), after the root
-    assert table.row(4, before=3)[0][0] == 5 and table.row(5, before=4)[0][0] == 6  # the kept branch
-    assert table.row(5)[0][0] == 6  # the token's own row: the kept node's, as before
 
 
 def test_only_rows_the_head_computed_are_read():
@@ -234,25 +208,6 @@ def test_finished_runs_teach_later_prompts_but_never_their_own(target):
     assert all(store.table_for(key=first.key).row(t) == second.table.row(t) for t in shared)
 
 
-def test_pair_rows_teach_later_prompts_but_never_their_own_and_the_oldest_go_first(monkeypatch):
-    monkeypatch.setattr(recycle_table, "MAX_PAIRS", 3)
-    store = RecycleStore(10, k=2)
-    run = store.table_for(key=1)
-    run.learn([4, 5], torch.tensor([[1, 2], [3, 4]]), torch.tensor([[0.6, 0.3], [0.5, 0.4]]), before=[8, 8])
-    store.keep(run, key=1)
-    assert store.table_for(key=2).row(4, before=8)[0] == [1, 2]  # another prompt reads the pair's row
-    assert store.table_for(key=1).row(4, before=8)[0] == []  # the same prompt does not (nor the token's row)
-    other = store.table_for(key=2)
-    other.learn([4], torch.tensor([[9, 8]]), torch.tensor([[0.7, 0.2]]), before=[8])
-    store.keep(other, key=2)
-    assert store.table_for(key=1).row(4, before=8)[0] == [9, 8]  # the latest row by another prompt
-    assert store.table_for(key=2).row(4, before=8)[0] == [1, 2]  # for prompt 2: the latest not its own
-    late = store.table_for(key=3)
-    late.learn([6, 7], torch.tensor([[1, 1], [2, 2]]), torch.tensor([[0.5, 0.5], [0.5, 0.5]]), before=[8, 8])
-    store.keep(late, key=3)
-    assert len(store.pairs) == 3 and store.pair_row(late.pair(8, 5), key=3) is None  # (8, 5) was written first
-
-
 # --- the budget under v(N) ------------------------------------------------------------------------------------
 def test_the_budget_maximises_expected_tokens_per_target_step():
     scores = [0.9, 0.8, 0.3, 0.1, 0.05]
@@ -303,10 +258,10 @@ def test_offers_after_one_node_never_promise_more_than_certainty():
 def test_the_tree_ranks_by_calibrated_chances_and_keeps_what_each_source_promised():
     calibration = Calibration(sums={RECYCLED: (1.0, 4.0)})  # recycled guesses kept a quarter of what they promised
     root = [Offer(1, 0.8, RECYCLED), Offer(2, 0.3, CORPUS)]
-    tree = grow(root, lambda offer, score, before: [], 2, 3, calibration=calibration)
+    tree = grow(root, lambda offer, score: [], 2, 3, calibration=calibration)
     assert tree.tokens == [2, 1]  # the copy's 0.3 beats the recycled 0.8 x 0.25
     assert tree.scores == pytest.approx([0.3, 0.2]) and tree.promised == pytest.approx([0.3, 0.8])
-    assert grow(root, lambda offer, score, before: [], 2, 3).tokens == [1, 2]  # uncalibrated: as the sources said
+    assert grow(root, lambda offer, score: [], 2, 3).tokens == [1, 2]  # uncalibrated: as the sources said
 
 
 def _eager_tree(root, expand, budget, max_depth):
@@ -340,7 +295,7 @@ def test_the_tree_asks_only_for_offers_that_could_still_fit_and_grows_the_same_t
 
     asked = []
 
-    def expand(offer, score, before):
+    def expand(offer, score):
         asked.append(offer.token)
         return offers(offer.token)
 
@@ -360,13 +315,13 @@ def test_the_last_nodes_taken_are_never_expanded():
     asked = []
     root = [Offer(1, 0.9, RECYCLED), Offer(2, 0.05, RECYCLED)]
 
-    def expand(offer, score, before):
-        asked.append((before, offer.token))
+    def expand(offer, score):
+        asked.append(offer.token)
         return [Offer(offer.token * 10, 0.9, RECYCLED)]
 
-    tree = grow(root, expand, 3, 6, last=7)
+    tree = grow(root, expand, 3, 6)
     assert tree.tokens == [1, 10, 100]  # 0.9, 0.81, 0.73: the chain beats the root's 0.05
-    assert asked == [(7, 1), (1, 10)]  # each with the token before it; the third node's children could not fit
+    assert asked == [1, 10]  # the third node's children could not fit: not asked for
 
 
 def test_a_source_that_goes_unjudged_drifts_back_to_its_own_chances():
