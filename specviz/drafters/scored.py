@@ -96,7 +96,7 @@ def grow(root: list[Offer], expand: Callable[[Offer, float], list[Offer]], budge
     each node's chance is its source's calibrated one.
 
     A node is expanded only when its children could still be taken: a taken node waits in the frontier with its own
-    score, which bounds its children's (every chance is below 1), and is expanded when that comes first. So the
+    score, which bounds its children's (no chance is above 1), and is expanded when that comes first. So the
     tree is the one expanding every node would grow, without asking for the offers after the last, least likely
     nodes, whose children would not fit (for a head, each such ask can be a forward)."""
     tree, depth, taken = ScoredTree(), [], []
