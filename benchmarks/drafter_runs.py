@@ -6,10 +6,13 @@ by side run in turn on the same prompts.
   through the caches, µs each.
 - `in_turn` and `print_runs`: each prompt run by every drafter, the order rotating prompt by prompt and pass by pass
   (two drafters: alternating), and drafting ms a round, tokens a round and tokens/s after the prefill per drafter.
+- `eval14_in_turn`: `in_turn` on the 14 prompts of benchmarks/eval14-prompts.jsonl with the issue's settings (128
+  tokens, γ 6, a tree of 8), twice, printed.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -18,10 +21,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from specviz.config import Decoding, TreeShape  # noqa: E402
 from specviz.decode import generate  # noqa: E402
 from specviz.lab.measure import warm_up  # noqa: E402
 
 EVICT = torch.randn(64 * 2**20 // 4)  # 64 MB, more than the L3
+EVAL14 = Path(__file__).with_name("eval14-prompts.jsonl")
+SETTINGS = Decoding(gamma=6, max_new_tokens=128, tree=TreeShape(budget=8, branching=3))
 
 
 def warm(call, n: int = 200) -> float:
@@ -68,3 +74,11 @@ def print_runs(label: str, results: dict) -> None:
     print("| --- | ---: | ---: | ---: |")
     for name, (draft, per_round, per_second) in results.items():
         print(f"| {name} | {draft:.2f} | {per_round:.3f} | {per_second:.1f} |")
+
+
+def eval14_in_turn(target, drafters: dict, label: str) -> None:
+    """`in_turn` on the 14 prompts of eval14-prompts.jsonl (SETTINGS, twice), printed with `label` over the names."""
+    prompts = [json.loads(line)["prompt"] for line in EVAL14.read_text().splitlines() if line.strip()]
+    results = in_turn(target, drafters, prompts, SETTINGS)
+    print(f"\n`auto` on the {len(prompts)} prompts of {EVAL14.name}, twice, in turn (128 tokens, γ 6, tree of 8):\n")
+    print_runs(label, results)

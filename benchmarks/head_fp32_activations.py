@@ -12,7 +12,6 @@ head's attention still took SDPA in both).
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -20,15 +19,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from drafter_runs import in_turn, print_runs  # noqa: E402  (beside this script)
+from drafter_runs import eval14_in_turn  # noqa: E402  (beside this script)
 
-from specviz.config import Decoding, TreeShape  # noqa: E402
 from specviz.drafters import build_drafter  # noqa: E402
 from specviz.fast_path import product  # noqa: E402
 from specviz.lab.measure import machine  # noqa: E402
 from specviz.models import load_model  # noqa: E402
 
-PROMPTS = Path(__file__).with_name("eval14-prompts.jsonl")
 FP32, BF16 = "fp32 activations (shipped)", "bf16 activations"
 
 
@@ -45,14 +42,11 @@ def by_torch_ops(drafter, target, activations: torch.dtype) -> None:
 
 def main() -> None:
     target = load_model("default", "cpu", "fp32")
-    prompts = [json.loads(line)["prompt"] for line in PROMPTS.read_text().splitlines() if line.strip()]
-    settings = Decoding(gamma=6, max_new_tokens=128, tree=TreeShape(budget=8, branching=3))
     drafters = {name: build_drafter("auto", target, load_model) for name in (FP32, BF16)}
     by_torch_ops(drafters[FP32], target, torch.float32)
     by_torch_ops(drafters[BF16], target, torch.bfloat16)
-    results = in_turn(target, drafters, prompts, settings)
-    print(f"# {machine('cpu', target.model)}; `auto` on the {len(prompts)} prompts of {PROMPTS.name}, twice, in turn\n")
-    print_runs("head's activations", results)
+    print(f"# {machine('cpu', target.model)}")
+    eval14_in_turn(target, drafters, "head's activations")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -23,15 +22,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from drafter_runs import cold, in_turn, print_runs, warm  # noqa: E402  (beside this script)
+from drafter_runs import cold, eval14_in_turn, warm  # noqa: E402  (beside this script)
 
 from specviz import fast_path, products  # noqa: E402
-from specviz.config import Decoding, TreeShape  # noqa: E402
 from specviz.drafters import build_drafter  # noqa: E402
 from specviz.lab.measure import machine  # noqa: E402
 from specviz.models import load_model  # noqa: E402
-
-PROMPTS = Path(__file__).with_name("eval14-prompts.jsonl")
 
 
 def on_onednn(target):
@@ -64,14 +60,6 @@ def linears(target) -> None:
     print("| all | | " + " | ".join(f"**{t:.0f}**" for t in sums) + " |")
 
 
-def runs(target) -> None:
-    prompts = [json.loads(line)["prompt"] for line in PROMPTS.read_text().splitlines() if line.strip()]
-    settings = Decoding(gamma=6, max_new_tokens=128, tree=TreeShape(budget=8, branching=3))
-    drafters = {"bf16 panels": build_drafter("auto", target, load_model), "oneDNN": on_onednn(target)}
-    results = in_turn(target, drafters, prompts, settings)
-    print(f"\n`auto` on the {len(prompts)} prompts of {PROMPTS.name}, twice, in turn (128 tokens, γ 6, tree of 8):\n")
-    print_runs("head's products", results)
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", action="store_true", help="also time whole runs of `auto` (about 3 minutes)")
@@ -80,7 +68,8 @@ def main() -> None:
     print(f"# {machine('cpu', None)}; target fp32, head bf16; µs\n")
     linears(target)
     if args.runs:
-        runs(target)
+        drafters = {"bf16 panels": build_drafter("auto", target, load_model), "oneDNN": on_onednn(target)}
+        eval14_in_turn(target, drafters, "head's products")
 
 
 if __name__ == "__main__":

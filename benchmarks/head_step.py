@@ -14,7 +14,6 @@ bf16 rows: one call at a time, and in whole `auto` runs.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -22,16 +21,14 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from drafter_runs import cold, in_turn, print_runs, warm  # noqa: E402  (beside this script)
+from drafter_runs import cold, eval14_in_turn, warm  # noqa: E402  (beside this script)
 
-from specviz.config import Decoding, TreeShape  # noqa: E402
 from specviz.drafters import build_drafter  # noqa: E402
 from specviz.drafters.head_net import KVCache  # noqa: E402
 from specviz.fast_path import product  # noqa: E402
 from specviz.lab.measure import machine  # noqa: E402
 from specviz.models import load_model  # noqa: E402
 
-PROMPTS = Path(__file__).with_name("eval14-prompts.jsonl")
 SHIPPED, TORCH_OPS, BF16_ROWS = "C step, int8 rows (shipped)", "torch's operations, int8 rows", "C step, bf16 rows"
 
 
@@ -76,13 +73,6 @@ def calls(drafters) -> None:
               + " |")
 
 
-def runs(target, drafters) -> None:
-    prompts = [json.loads(line)["prompt"] for line in PROMPTS.read_text().splitlines() if line.strip()]
-    settings = Decoding(gamma=6, max_new_tokens=128, tree=TreeShape(budget=8, branching=3))
-    results = in_turn(target, drafters, prompts, settings)
-    print(f"\n`auto` on the {len(prompts)} prompts of {PROMPTS.name}, twice, in turn (128 tokens, γ 6, tree of 8):\n")
-    print_runs("head", results)
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", action="store_true", help="also time whole runs of `auto` (about 6 minutes)")
@@ -92,7 +82,7 @@ def main() -> None:
     print(f"# {machine('cpu', target.model)}; target fp32, head bf16 on the panels; µs\n")
     calls(drafters)
     if args.runs:
-        runs(target, drafters)
+        eval14_in_turn(target, drafters, "head")
 
 
 if __name__ == "__main__":
