@@ -225,8 +225,26 @@ def drafter_tables(rows: list[dict]) -> str:
         ]
         categories = by(mine, lambda r: r.get("category", "?"))
         out += [drafter_line(category, categories[category]) for category in sorted(categories)]
-        out += [drafter_line("all", mine), ""]
+        out += [drafter_line("all", mine), "", *first_token_line(mine)]
     return "\n".join(out)
+
+
+def first_token_line(rows: list[dict]) -> list[str]:
+    """What the time to the first token leaves a drafter (where the rows carry it), pooled over the prompts: the
+    speedup after the first token, and how fast the rest would have to be for twice the target alone's pace. The
+    prefill is the same forward in both runs, so a long prompt's share of it bounds what any draft can do."""
+    if not all(r.get("ttft_seconds") and r.get("baseline_ttft_seconds") for r in rows):
+        return []
+    alone, alone_first = sum(r["baseline_seconds"] for r in rows), sum(r["baseline_ttft_seconds"] for r in rows)
+    spec, spec_first = sum(r["spec_seconds"] for r in rows), sum(r["ttft_seconds"] for r in rows)
+    n = len(rows)
+    after = (alone - alone_first) / (spec - spec_first)
+    room = alone / 2 - spec_first
+    twice = f"{(alone - alone_first) / room:.1f}× as fast" if room > 0 else "faster than instant"
+    return [f"After the first token (the prompts' seconds pooled): {after:.2f}×. A prompt took the target alone "
+            f"{alone / n:.2f} s on average, {alone_first / n:.2f} s of it to the first token, and the drafted run "
+            f"{spec / n:.2f} s, {spec_first / n:.2f} s to the first token. Twice the target alone's pace would need "
+            f"the rest {twice}.", ""]
 
 
 # --- trees against chains ----------------------------------------------------------------------
