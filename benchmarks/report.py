@@ -237,6 +237,8 @@ def first_token_line(rows: list[dict]) -> list[str]:
         return []
     alone, alone_first = sum(r["baseline_seconds"] for r in rows), sum(r["baseline_ttft_seconds"] for r in rows)
     spec, spec_first = sum(r["spec_seconds"] for r in rows), sum(r["ttft_seconds"] for r in rows)
+    if spec <= spec_first or alone <= alone_first:  # runs of one token: nothing came after the first
+        return []
     n = len(rows)
     after = (alone - alone_first) / (spec - spec_first)
     room = alone / 2 - spec_first

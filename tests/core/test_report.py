@@ -20,7 +20,11 @@ def test_the_rest_after_the_first_token_is_pooled_and_priced_for_twice_the_pace(
     assert "After the first token (the prompts' seconds pooled): 3.00×" in line
     assert "the target alone 4.00 s on average, 1.00 s of it to the first token" in line
     assert "the drafted run 2.00 s, 1.00 s to the first token" in line
-    assert "would need the rest 3.0× as fast" in line  # 2 s in all: 6 s of rest in 1 s
+    assert "would need the rest 3.0× as fast" in line  # 4 s pooled, 2 of them to first tokens: 6 s of rest in 2
+
+
+def test_runs_of_one_token_get_no_line():
+    assert report.first_token_line([row(1.0, 1.0, 1.0, 1.0)]) == []
 
 
 def test_a_first_token_past_half_the_target_alone_leaves_no_pace_that_doubles():
