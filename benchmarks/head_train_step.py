@@ -1,10 +1,10 @@
 """What training a draft head of the shipped shape costs on this machine, against the run its card records.
 
 One training step of `smol-head-v5`'s shape and settings (three target layers fused, 8,192 draft tokens, 32 texts
-of 384 tokens, 3 unrolled steps; the project's `head_loss` and AdamW, bf16 autocast where this machine has it) on
-features of the right shape. A step's time does not depend on the values, so no answers or captured features are
-needed. The figure is set beside the card's own run (steps to its best check, steps run, minutes on its device),
-so the line printed last says how long that run would take here.
+of 384 tokens, 3 unrolled steps; the project's `train_loop` over `head_loss`: AdamW, clipping, bf16 autocast where
+this machine has it) on features of the right shape. A step's time does not depend on the values, so no answers or
+captured features are needed. The figure is set beside the card's own run (steps to its best check, steps run,
+minutes on its device), so the line printed last says how long that run would take here.
 
     python benchmarks/head_train_step.py > benchmarks/results/head-train-step-CPU.txt
 """
@@ -15,7 +15,7 @@ import argparse
 import json
 import statistics
 import sys
-import time
+import tempfile
 from pathlib import Path
 
 import torch
@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from specviz.lab.measure import machine  # noqa: E402
 from specviz.models import load_model  # noqa: E402
 from specviz.training.head_loss import Batch, head_loss  # noqa: E402
-from specviz.training.train_head import new_head  # noqa: E402
+from specviz.training.loop import Schedule, train_loop  # noqa: E402
+from specviz.training.train_head import new_head, weight_groups  # noqa: E402
 
 CARD = Path(__file__).resolve().parents[1] / "assets" / "drafts" / "smol-head-v5" / "head.json"
 
@@ -42,7 +43,6 @@ def main() -> None:
     head = new_head(target, 0, layers)
     embedding = target.model.get_input_embeddings().weight.detach().float()
     rows = target.model.get_output_embeddings().weight.detach().float()[torch.tensor(card["vocab"])]
-    optimizer = torch.optim.AdamW(head.parameters(), lr=config["lr"], betas=(0.9, 0.98))
     size, length, hidden = config["batch_size"], config["seq_len"], card["shape"]["hidden"]
     generator = torch.Generator().manual_seed(0)
     batch = Batch(
@@ -51,16 +51,17 @@ def main() -> None:
         mask=torch.ones(size, length - 1, dtype=torch.bool),
         inputs=torch.randn(size, length, hidden * len(layers), generator=generator),
     )
-    seconds = []
-    for step in range(args.steps + 1):
-        start = time.perf_counter()
-        loss, _ = head_loss(head, rows, embedding, batch, device, config["ttt_steps"], config["step_decay"],
-                            config["feature_weight"])
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        if step:
-            seconds.append(time.perf_counter() - start)
+
+    def step_loss(step: int):
+        return head_loss(head, rows, embedding, batch, device, config["ttt_steps"], config["step_decay"],
+                         config["feature_weight"])
+
+    schedule = Schedule(args.steps + 1, config["lr"], config["warmup"], checkpoint_every=args.steps + 1)
+    with tempfile.TemporaryDirectory() as run_dir:
+        log = train_loop(head, weight_groups(head, config["weight_decay"]), schedule, step_loss, Path(run_dir),
+                         False, "a timed step", progress=False).log
+    elapsed = [row["seconds"] for row in log]  # the loop's own clock, summed over its steps
+    seconds = [b - a for a, b in zip(elapsed, elapsed[1:])]  # the first step, untimed, only warms up
     step_seconds = statistics.median(seconds)
     device_step = run["minutes"] * 60 / run["steps"]
     print(f"# {machine('cpu', target.model)}")

@@ -262,6 +262,14 @@ def new_head(target: LoadedModel, seed: int, layers: tuple[int, ...] = ()) -> Dr
     return head
 
 
+def weight_groups(head: DraftHead, weight_decay: float) -> list[dict]:
+    """AdamW's parameter groups for `train_loop`: weight decay on the head's matrices only."""
+    return [
+        {"params": [p for p in head.parameters() if p.ndim >= 2], "weight_decay": weight_decay, "scale": 1.0},
+        {"params": [p for p in head.parameters() if p.ndim < 2], "weight_decay": 0.0, "scale": 1.0},
+    ]
+
+
 def train(
     cfg: HeadConfig,
     target: LoadedModel,
@@ -281,11 +289,7 @@ def train(
     n = len(data.features.tokens)
     if n == 0:
         raise SpecVizError("no training data: the target read no text")
-    decay = [p for p in head.parameters() if p.ndim >= 2]
-    groups = [
-        {"params": decay, "weight_decay": cfg.weight_decay, "scale": 1.0},
-        {"params": [p for p in head.parameters() if p.ndim < 2], "weight_decay": 0.0, "scale": 1.0},
-    ]
+    groups = weight_groups(head, cfg.weight_decay)
 
     seen = [0]  # answer positions trained on so far, for the data curve of the checks (and in the loss log)
 
